@@ -619,6 +619,23 @@ static const char knevery_yaml[] = "name: knevery_blocks\n"
                                    "when: {every: 2}\n"
                                    "select: {topk: 6}\n";
 
+/* One selection per layer by the KV heads' summed key norms, once after the prompt and every 2
+ * decode steps. */
+static const char knoncesl_yaml[] = "name: knoncesl_blocks\n"
+                                    "summary: a window, one selection per layer once\n"
+                                    "recent: 4\n"
+                                    "score: key_norm\n"
+                                    "share: layer\n"
+                                    "when: once\n"
+                                    "select: {topk: 6}\n";
+static const char kneverysl_yaml[] = "name: kneverysl_blocks\n"
+                                     "summary: a window, one selection per layer every 2 steps\n"
+                                     "recent: 4\n"
+                                     "score: key_norm\n"
+                                     "share: layer\n"
+                                     "when: {every: 2}\n"
+                                     "select: {topk: 6}\n";
+
 static void load_one(const char *name, const char *file, const char *text)
 {
     errbuf e = {{0}};
@@ -686,6 +703,21 @@ START_TEST(test_scsec_layer_cost_path)
 }
 END_TEST
 
+/* The same for one selection per layer once after the prompt (knoncesl_yaml) and every 2 steps
+ * (kneverysl_yaml). */
+START_TEST(test_scsec_shared_cost_path)
+{
+    load_one("knoncesl_blocks", "knoncesl.yaml", knoncesl_yaml);
+    load_one("kneverysl_blocks", "kneverysl.yaml", kneverysl_yaml);
+    const scase c[2] = {{"knoncesl_blocks", {NULL}, 0}, {"kneverysl_blocks", {NULL}, 0}};
+    const char *pn[2] = {"semi2k", "aby3"}, *lay[2] = {"rows", "scores"};
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < 2; j++)
+                same_as_cost_path(&c[k], pn[i], lay[j]);
+}
+END_TEST
+
 Suite *scsec_suite(void)
 {
     Suite *s = suite_create("scsec");
@@ -695,6 +727,6 @@ Suite *scsec_suite(void)
     TH_TESTS(tc, test_scsec_mpcache, test_scsec_quest, test_scsec_dearer, test_scsec_quest_audit,
              test_scsec_cost_path, test_scsec_cost_path_blocks, test_scsec_cost_path_att,
              test_scsec_rewrite, test_scsec_public, test_scsec_public_cost_path,
-             test_scsec_layer_cost_path);
+             test_scsec_layer_cost_path, test_scsec_shared_cost_path);
     return s;
 }

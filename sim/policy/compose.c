@@ -660,43 +660,39 @@ static uint32_t cs_count(void *st, uint32_t layer, uint32_t pos)
  * candidates (every decode step of a full cache) is an arg-min, not a top-k: the candidates
  * negated (local), an ARGMAX, and the k survivors compacted by an oblivious select of each
  * row's element with the next row's, under the prefix sums of the one-hot (local). */
-/* Key norms (token units, a top-k at every step or every N) with real operands, the ops
- * `policy check` runs and the secure session executes on shares (compose_keynorm.c): the new
- * keys' squared norms into a carried state, the top-k of the candidates' (per KV head, or one
- * per layer of their sums) and the gather of their cached [K | V] rows named as the selection
- * (every N: kept in state too, which the steps between selections name). */
+/* The largest candidate key norm of [c0, c1) at layer: a KV head's, or shared their sum (the
+ * scale of a selection's tie bound). */
+static double norm_max(const cstate *s, uint32_t layer, uint32_t c0, uint32_t c1, int shared)
+{
+    uint32_t Hkv = s->env.n_kv_heads;
+    double M = 0;
+    for (uint32_t j = c0; j < c1; j++) {
+        double x = 0;
+        for (uint32_t g = 0; g < Hkv; g++) {
+            double y = s->score[((size_t)layer * Hkv + g) * s->env.max_len + j];
+            x = shared ? x + y : fmax(x, y);
+        }
+        M = fmax(M, x);
+    }
+    return M;
+}
+
+/* Key norms in token units (a top-k at every step, every N or once; per KV head or one per
+ * layer) with real operands (compose_keynorm.c), its budget at the last selecting position:
+ * the prompt's when once, every N the last step selecting. */
 static int cs_emit_keynorm(cstate *s, int phase, uint32_t layer, uint32_t kv_len, op_program *prog,
                            errbuf *e)
 {
-    const policy_env *v = &s->env;
-    uint32_t Hkv = v->n_kv_heads, d = v->head_dim, sinks, recent, k, c0, c1;
-    int pre = phase == PHASE_PREFILL, sp_shared = s->sp->share_all;
-    uint32_t t = pre ? kv_len : 1, r0 = pre ? 0 : kv_len;
-    opb b;
-    opb_init(&b, prog, phase, (int)layer, OPC_POLICY, NULL);
-    /* COST: the new keys' squares and their sum (a product with public ones: local) */
-    uint32_t nst = compose_key_norms(&b, Hkv, d, v->max_len, t, r0);
-    /* every N steps: the candidates of the last selecting step, whose rows a step between
-     * selections attends (the state "cmp.kept") */
-    uint32_t at = pre ? kv_len : kv_len - (kv_len - v->prompt_len) % s->every;
-    budget(s, layer, at, &sinks, &recent, &k);
-    cand_range(at, sinks, recent, &c0, &c1);
-    if (!pre && k > 0 && k < c1 - c0) {
-        double M = 0; /* the largest candidate score: a KV head's, or shared their sum */
-        for (uint32_t j = c0; j < c1; j++) {
-            double x = 0;
-            for (uint32_t g = 0; g < Hkv; g++) {
-                double y = s->score[((size_t)layer * Hkv + g) * v->max_len + j];
-                x = sp_shared ? x + y : fmax(x, y);
-            }
-            M = fmax(M, x);
-        }
-        if (at < kv_len)
-            compose_keynorm_kept(&b, nst, Hkv, d, kv_len, c0, c1, k, M);
-        else
-            compose_keynorm_select(&b, nst, Hkv, d, kv_len, c0, c1, k, sp_shared, s->every > 1, M);
-    }
-    return policy_emit_done(&b, s->sl->name, e);
+    uint32_t P = s->env.prompt_len, sinks, recent;
+    compose_kn kn = {.env = &s->env,
+                     .shared = s->sp->share_all,
+                     .once = s->sp->when == W_ONCE,
+                     .every = s->every};
+    kn.at = phase == PHASE_PREFILL || kn.once ? P : kv_len - (kv_len - P) % s->every;
+    budget(s, layer, kn.at, &sinks, &recent, &kn.k);
+    cand_range(kn.at, sinks, recent, &kn.c0, &kn.c1);
+    kn.M = norm_max(s, layer, kn.c0, kn.c1, kn.shared);
+    return compose_keynorm_emit(&kn, phase, layer, kv_len, prog, s->sl->name, e);
 }
 
 /* Pages (page_bounds, or key_norm summed per page) with a top-k at every step, on real operands
@@ -765,10 +761,7 @@ static int cs_emit_pages(cstate *s, int phase, uint32_t layer, uint32_t kv_len, 
         uint32_t row = opb_transpose(&b, ps, Hkv, nu, 1, "cmp.page_row");
         /* ties: an entry's norm within (√d·‖k‖ + 2d)·2⁻¹⁸ + its float's 2⁻²⁴ (as the token
          * path), a page's sum of S of them with the float sum's relative S·2⁻²⁴; twice */
-        double M = 0, u = ldexp(1, -pcheck_frac_bits());
-        for (uint32_t g = 0; g < Hkv; g++)
-            for (uint32_t j = c0; j < c1; j++)
-                M = fmax(M, s->score[((size_t)layer * Hkv + g) * v->max_len + j]);
+        double M = norm_max(s, layer, c0, c1, 0), u = ldexp(1, -pcheck_frac_bits());
         double tol = 2 * S * (((d + M) / 2 + 2 * d) * u + M * (S + 1) * 0x1p-24);
         page_select(&b, "cmp", row, H, Hkv, c0, u1, k, S, d, c1, kv_len, tol);
     }
@@ -860,24 +853,8 @@ static int cs_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const u
     int follower = leader(s, layer) != layer; /* it gathers by its leader's selection */
     if (window_real(s))
         return cs_emit_window(s, phase, layer, kv_len, prog, e);
-    if (sp->score == SC_KEYNORM && sp->sel == K_TOPK && s->page == 1 && sp->when == W_ONCE &&
-        !sp->permanent && !sp->share_all && sp->lshare <= 1) {
-        uint32_t sinks, recent, k, c0, c1;
-        budget(s, layer, P, &sinks, &recent, &k);
-        cand_range(P, sinks, recent, &c0, &c1);
-        if (k >= c1 - c0)
-            return MS_OK; /* every candidate kept: no selection */
-        double M = 0;     /* the largest candidate score of the layer */
-        for (uint32_t g = 0; g < Hkv && phase == PHASE_DECODE; g++)
-            for (uint32_t j = c0; j < c1; j++)
-                M = fmax(M, s->score[((size_t)layer * Hkv + g) * v->max_len + j]);
-        opb b;
-        opb_init(&b, prog, phase, (int)layer, OPC_POLICY, NULL);
-        compose_keynorm_once(&b, phase, Hkv, d, kv_len, c0, c1, k, M);
-        return policy_emit_done(&b, s->sl->name, e);
-    }
-    if (sp->score == SC_KEYNORM && sp->sel == K_TOPK && s->page == 1 && sp->when == W_STEP &&
-        !sp->permanent && (s->every == 1 || !sp->share_all) && sp->lshare <= 1)
+    if (sp->score == SC_KEYNORM && sp->sel == K_TOPK && s->page == 1 && !sp->permanent &&
+        sp->lshare <= 1)
         return cs_emit_keynorm(s, phase, layer, kv_len, prog, e);
     compose_att att;
     if (att_real(s, layer, &att))
