@@ -636,6 +636,18 @@ static const char kneverysl_yaml[] = "name: kneverysl_blocks\n"
                                      "when: {every: 2}\n"
                                      "select: {topk: 6}\n";
 
+/* Pages of 4 by summed key norms once after the prompt and every 2 decode steps, and by
+ * Quest's bound score every 2 steps beside sinks and a window: the selecting step's pages
+ * carried in state for the steps between. */
+static const char pgonce_yaml[] = "name: pgonce_blocks\nscore: key_norm\n"
+                                  "granularity: {page: 4}\nwhen: once\nselect: {topk: 8}\n";
+static const char pgevery_yaml[] = "name: pgevery_blocks\nscore: key_norm\n"
+                                   "granularity: {page: 4}\nwhen: {every: 2}\n"
+                                   "select: {topk: 8}\n";
+static const char pgbevery_yaml[] = "name: pgbevery_blocks\nsinks: 4\nrecent: 3\n"
+                                    "score: page_bounds\ngranularity: {page: 4}\n"
+                                    "when: {every: 2}\nselect: {topk: 8}\n";
+
 static void load_one(const char *name, const char *file, const char *text)
 {
     errbuf e = {{0}};
@@ -718,6 +730,24 @@ START_TEST(test_scsec_shared_cost_path)
 }
 END_TEST
 
+/* The same for pages selected once or every 2 steps: each step attends the entries outside the
+ * last selecting step's candidates and its k whole pages (cs_attend), as the session does. */
+START_TEST(test_scsec_pages_carried_cost_path)
+{
+    load_one("pgonce_blocks", "pgonce.yaml", pgonce_yaml);
+    load_one("pgevery_blocks", "pgevery.yaml", pgevery_yaml);
+    load_one("pgbevery_blocks", "pgbevery.yaml", pgbevery_yaml);
+    const scase c[3] = {{"pgonce_blocks", {NULL}, 0},
+                        {"pgevery_blocks", {NULL}, 0},
+                        {"pgbevery_blocks", {NULL}, 0}};
+    const char *pn[2] = {"semi2k", "aby3"}, *lay[2] = {"rows", "scores"};
+    for (int k = 0; k < 3; k++)
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < 2; j++)
+                same_as_cost_path(&c[k], pn[i], lay[j]);
+}
+END_TEST
+
 Suite *scsec_suite(void)
 {
     Suite *s = suite_create("scsec");
@@ -727,6 +757,7 @@ Suite *scsec_suite(void)
     TH_TESTS(tc, test_scsec_mpcache, test_scsec_quest, test_scsec_dearer, test_scsec_quest_audit,
              test_scsec_cost_path, test_scsec_cost_path_blocks, test_scsec_cost_path_att,
              test_scsec_rewrite, test_scsec_public, test_scsec_public_cost_path,
-             test_scsec_layer_cost_path, test_scsec_shared_cost_path);
+             test_scsec_layer_cost_path, test_scsec_shared_cost_path,
+             test_scsec_pages_carried_cost_path);
     return s;
 }

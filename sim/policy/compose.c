@@ -490,7 +490,8 @@ static unsigned cs_needs(void *st, uint32_t pos)
     case SC_ATT: return !s->sp->att_last || pos + 1 >= P ? POLICY_NEED_ATT : 0;
     case SC_WINDOW: return pos < P && pos + s->window >= P ? POLICY_NEED_ATT : 0;
     case SC_KEYNORM: return POLICY_NEED_K;
-    case SC_BOUNDS: return POLICY_NEED_K | (pos >= P ? POLICY_NEED_Q : 0);
+    case SC_BOUNDS: /* the query of a selecting step (every N: its first and each N-th) */
+        return POLICY_NEED_K | (pos >= P && (pos - P) % s->every == 0 ? POLICY_NEED_Q : 0);
     default: return 0;
     }
 }
@@ -595,17 +596,18 @@ static int cs_select(void *st, uint32_t layer, uint32_t pos, const float *q, uin
         return MS_OK;
     }
     layer = lead; /* a follower reads its leader's state (its rows: the leader's scores) */
+    int now = (pos - P) % s->every == 0 || s->sel_at[layer] == 0; /* a selecting step */
+    if (s->sp->when == W_STEP && !s->sp->permanent && s->qmax && q && now) {
+        s->qmax[layer] = 0; /* the selecting step's, for the page ops' tolerance */
+        for (uint32_t i = 0; i < v->n_heads * v->head_dim; i++)
+            s->qmax[layer] = fmaxf(s->qmax[layer], fabsf(q[i]));
+    }
     if (s->sp->when == W_STEP && !s->sp->permanent && s->every > 1) {
-        if ((pos - P) % s->every == 0 || s->sel_at[layer] == 0) {
+        if (now) {
             select_alive(s, layer, pos, q, 0, Hkv);
             s->sel_at[layer] = pos;
         }
     } else if (s->sp->when == W_STEP && !s->sp->permanent) {
-        if (s->qmax && q) { /* this step's, for the page ops' tolerance */
-            s->qmax[layer] = 0;
-            for (uint32_t i = 0; i < v->n_heads * v->head_dim; i++)
-                s->qmax[layer] = fmaxf(s->qmax[layer], fabsf(q[i]));
-        }
         /* alive: the rows returned, or the ones adopted at this position (cs_adopt) */
         uint8_t *al = s->alive ? s->alive + (size_t)layer * Hkv * v->max_len : NULL;
         for (uint32_t g = 0; g < Hkv; g++) {
@@ -701,70 +703,62 @@ static int cs_emit_keynorm(cstate *s, int phase, uint32_t layer, uint32_t kv_len
  * [c0, c1), their rows outside it biased out (sinks, padding, the window: attended as public;
  * select_row keeps a page's candidates only). The step attends c0 + (T − c1) + k·S ≤ T
  * entries where c0 is a page boundary (k ≤ pages − 1, one page partial), otherwise where
- * k·S ≤ c1 − c0 (a budget fixed in T: at the prompt, the fewest candidates). */
+ * k·S ≤ c1 − c0 (a budget fixed in T: at the prompt, the fewest candidates). Once or every N
+ * steps, a selecting step's pages also go into state (page_select_carry) that the steps between
+ * name; once, where the candidate pages end inside the prompt (no padding before a decode step). */
 static int pages_real(const cstate *s, uint32_t layer)
 {
     uint32_t P = s->env.prompt_len, S = s->page, sinks, recent, k, c0, c1;
     budget(s, layer, P, &sinks, &recent, &k);
     cand_range(P, sinks, recent, &c0, &c1);
     return S > 1 && (s->sp->score == SC_BOUNDS || s->sp->score == SC_KEYNORM) &&
-           (sinks % S == 0 || (s->frac <= 0 && (uint64_t)k * S <= c1 - c0));
+           (sinks % S == 0 || (s->frac <= 0 && (uint64_t)k * S <= c1 - c0)) &&
+           (s->sp->when != W_ONCE || (uint64_t)(c1 + S - 1) / S * S <= P);
 }
 
 static int cs_emit_pages(cstate *s, int phase, uint32_t layer, uint32_t kv_len, op_program *prog,
                          errbuf *e)
 {
     const policy_env *v = &s->env;
-    uint32_t H = v->n_heads, Hkv = v->n_kv_heads, d = v->head_dim, S = s->page;
-    uint32_t sinks, recent, k, c0, c1;
-    int pre = phase == PHASE_PREFILL;
+    uint32_t H = v->n_heads, Hkv = v->n_kv_heads, d = v->head_dim, S = s->page, P = v->prompt_len;
+    uint32_t sinks, recent, k, c0, c1, row = OP_NONE;
+    int pre = phase == PHASE_PREFILL, once = s->sp->when == W_ONCE, carry = once || s->every > 1;
+    /* once or every N: the budget of the last selecting step (the prompt when once), whose
+     * pages the steps between selections name (page_select_kept) */
+    uint32_t at = pre || once ? P : kv_len - (kv_len - P) % s->every, ml = carry ? v->max_len : 0;
+    budget(s, layer, at, &sinks, &recent, &k);
+    cand_range(at, sinks, recent, &c0, &c1);
+    uint32_t u0 = c0 / S, u1 = (c1 + S - 1) / S, nu = c1 > c0 ? u1 - u0 : 0, bst = OP_NONE;
+    int sel = (k > 0 || s->sp->score == SC_BOUNDS) && k < nu;
+    int now = sel && (pre ? once : !once && at == kv_len);
+    double tol;
     opb b;
     opb_init(&b, prog, phase, (int)layer, OPC_POLICY, NULL);
-    budget(s, layer, kv_len, &sinks, &recent, &k);
-    cand_range(kv_len, sinks, recent, &c0, &c1);
-    uint32_t u0 = c0 / S, u1 = (c1 + S - 1) / S, nu = c1 > c0 ? u1 - u0 : 0;
     if (s->sp->score == SC_BOUNDS) {
-        uint32_t bst = page_bounds_state(&b, "cmp", Hkv, s->max_pages, d);
-        if (pre) {
+        bst = page_bounds_state(&b, "cmp", Hkv, s->max_pages, d);
+        if (pre)
             page_bounds_prompt(&b, "cmp", bst, Hkv, kv_len, S, d);
-        } else {
-            if (k < nu)
-                page_select(
-                    &b, "cmp", page_bounds_score(&b, "cmp", bst, H, Hkv, u0, nu, d), H, Hkv, c0, u1,
-                    k, S, d, c1, kv_len,
-                    page_bounds_tol(s->qmax[layer], s->kmax[layer], d, s->G, pcheck_frac_bits()));
-            page_bounds_upkeep(&b, "cmp", bst, Hkv, kv_len, S, d, s->max_pages);
-        }
-        return policy_emit_done(&b, s->sl->name, e);
+        tol = page_bounds_tol(s->qmax[layer], s->kmax[layer], d, s->G, pcheck_frac_bits());
+        if (now)
+            row = page_bounds_score(&b, "cmp", bst, H, Hkv, u0, nu, d);
+    } else {
+        /* COST: the new keys' squares and their sum (a product with public ones: local); once,
+         * the prompt's alone */
+        uint32_t nst = once && !pre ? opb_shared(&b, "cmp.norm", OPT_CACHE, Hkv, v->max_len, 1)
+                                    : compose_key_norms(&b, Hkv, d, v->max_len, pre ? kv_len : 1,
+                                                        pre ? 0 : kv_len);
+        tol = compose_keynorm_page_tol(d, S, norm_max(s, layer, c0, c1, 0));
+        if (now)
+            row = compose_keynorm_pages(&b, nst, Hkv, c0, c1, S);
     }
-    /* COST: the new keys' squares and their sum (a product with public ones: local) */
-    uint32_t t = pre ? kv_len : 1, r0 = pre ? 0 : kv_len;
-    uint32_t nst = compose_key_norms(&b, Hkv, d, v->max_len, t, r0);
-    if (!pre && k > 0 && k < nu) {
-        /* the candidates' norms in whole pages, the rows before c0 and past c1 zero (x − x),
-         * each page's sum by a product with public ones (local) */
-        uint32_t nc = c1 - c0, lead = c0 - u0 * S;
-        uint32_t cand = opb_rows(&b, nst, Hkv, c0, nc, 1, "cmp.cand");
-        uint32_t padded = opb_tensor(&b, "cmp.cand_pages", OPT_TEMP, Hkv, nu * S, 1);
-        opb_put(&b, cand, padded, Hkv, lead, nc, 1);
-        if (nc < nu * S) {
-            uint32_t one = opb_rows(&b, cand, Hkv, 0, 1, 1, "cmp.cand_one");
-            uint32_t zero = opb_op(&b, OP_SUB, Hkv, 1, 0, 1, one, one, OP_NONE,
-                                   opb_tensor(&b, "cmp.cand_zero", OPT_TEMP, Hkv, 1, 1), 0, 0, 0);
-            for (uint32_t r = 0; r < nu * S; r++)
-                if (r < lead || r >= lead + nc)
-                    opb_put(&b, zero, padded, Hkv, r, 1, 1);
-        }
-        uint32_t pones = opb_shared(&b, "cmp.page_ones", OPT_PUBLIC, 1, S, 1);
-        uint32_t ps = opb_matmul_pub(&b, padded, pones, Hkv * nu, S, 1,
-                                     opb_tensor(&b, "cmp.page_sum", OPT_TEMP, Hkv, nu, 1));
-        uint32_t row = opb_transpose(&b, ps, Hkv, nu, 1, "cmp.page_row");
-        /* ties: an entry's norm within (√d·‖k‖ + 2d)·2⁻¹⁸ + its float's 2⁻²⁴ (as the token
-         * path), a page's sum of S of them with the float sum's relative S·2⁻²⁴; twice */
-        double M = norm_max(s, layer, c0, c1, 0), u = ldexp(1, -pcheck_frac_bits());
-        double tol = 2 * S * (((d + M) / 2 + 2 * d) * u + M * (S + 1) * 0x1p-24);
+    if (now && carry) /* at the prompt the decode steps name it */
+        page_select_carry(&b, "cmp", row, H, Hkv, c0, u1, k, S, d, c1, kv_len, tol, !pre, ml);
+    else if (now)
         page_select(&b, "cmp", row, H, Hkv, c0, u1, k, S, d, c1, kv_len, tol);
-    }
+    else if (sel && !pre)
+        page_select_kept(&b, "cmp", H, Hkv, c0, u1, k, S, d, c1, kv_len, tol, ml);
+    if (bst != OP_NONE && !pre)
+        page_bounds_upkeep(&b, "cmp", bst, Hkv, kv_len, S, d, s->max_pages);
     return policy_emit_done(&b, s->sl->name, e);
 }
 
@@ -860,8 +854,7 @@ static int cs_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const u
     if (att_real(s, layer, &att))
         return compose_att_emit(&att, phase, layer, kv_len, prog, s->sl->name, e);
     if ((sp->score == SC_KEYNORM || sp->score == SC_BOUNDS) && sp->sel == K_TOPK &&
-        sp->when == W_STEP && !sp->permanent && s->every == 1 && !sp->share_all &&
-        sp->lshare <= 1 && pages_real(s, layer))
+        !sp->permanent && !sp->share_all && sp->lshare <= 1 && pages_real(s, layer))
         return cs_emit_pages(s, phase, layer, kv_len, prog, e);
     policy_emitter pe;
     opb_init(&pe, prog, phase, (int)layer, OPC_POLICY, NULL);
@@ -997,10 +990,13 @@ static void cs_attend(void *st, uint32_t layer, uint32_t kv_len, const uint32_t 
     uint32_t Hkv = s->env.n_kv_heads, R = 0, sinks, recent, k, c0, c1;
     for (uint32_t g = 0; g < Hkv; g++)
         R = kept[g] > R ? kept[g] : R;
-    if (layer >= s->dense && s->page > 1 && sp->sel == K_TOPK && sp->when == W_STEP &&
-        !sp->permanent && s->every == 1) {
-        budget(s, layer, kv_len, &sinks, &recent, &k);
-        cand_range(kv_len, sinks, recent, &c0, &c1);
+    /* once or every N on real operands: the pages of the last selecting step (cs_emit_pages) */
+    uint32_t P = s->env.prompt_len, at = sp->when == W_ONCE ? P : kv_len - (kv_len - P) % s->every;
+    if (layer >= s->dense && s->page > 1 && sp->sel == K_TOPK && !sp->permanent &&
+        ((sp->when == W_STEP && s->every == 1) ||
+         (pages_real(s, layer) && !sp->share_all && sp->lshare <= 1))) {
+        budget(s, layer, at, &sinks, &recent, &k);
+        cand_range(at, sinks, recent, &c0, &c1);
         uint32_t nc = c1 > c0 ? (c1 - 1) / s->page - c0 / s->page + 1 : 0;
         if (k > 0 && k < nc) {
             uint64_t n = (uint64_t)c0 + (kv_len - c1) + (uint64_t)k * s->page;
@@ -1122,8 +1118,8 @@ int policy_compose_load(const char *path, const policy_ops **out, errbuf *e)
         .layer_local = (sp->score == SC_ATT || sp->score == SC_WINDOW) && !sp->share_all,
     };
     /* a page-granular top-k at every step gathers whole pages: the lowering attends them */
-    if (has_param(sl, "page") && sp->sel == K_TOPK && sp->when == W_STEP && !sp->permanent &&
-        sp->score != SC_RANDOM)
+    if (has_param(sl, "page") && sp->sel == K_TOPK && !sp->permanent && sp->score != SC_RANDOM &&
+        (sp->when == W_STEP || sp->score == SC_KEYNORM))
         sl->ops.attend = cs_attend;
     if (sp->cluster) {
         compose_cluster_ops(&sl->ops);

@@ -122,6 +122,13 @@ void compose_keynorm_once(opb *b, int phase, uint32_t Hkv, uint32_t d, uint32_t 
 void compose_keynorm_once_shared(opb *b, int phase, uint32_t Hkv, uint32_t d, uint32_t max_len,
                                  uint32_t kv_len, uint32_t c0, uint32_t c1, uint32_t k, double M);
 
+/* Key norms in pages (compose.c cs_emit_pages, page_ops.h): the candidates [c0, c1) of the
+ * norms nst summed per page of S (the rows outside them zero; local), (Hkv, 1, pages); the tie
+ * bound of such a page score (M: the largest candidate norm). */
+uint32_t compose_keynorm_pages(opb *b, uint32_t nst, uint32_t Hkv, uint32_t c0, uint32_t c1,
+                               uint32_t S);
+double compose_keynorm_page_tol(uint32_t d, uint32_t S, double M);
+
 /* The random block's score (compose_score.c): a uniform number in [0, 1) from (seed, layer,
  * head, position) (splitmix64). The window votes' pooling is snapkv's (snap_pool1d), the page
  * bound score quest's (page_bound_score). */

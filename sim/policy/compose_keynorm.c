@@ -186,3 +186,34 @@ int compose_keynorm_emit(const compose_kn *kn, int phase, uint32_t layer, uint32
     }
     return policy_emit_done(&b, name, e);
 }
+
+uint32_t compose_keynorm_pages(opb *b, uint32_t nst, uint32_t Hkv, uint32_t c0, uint32_t c1,
+                               uint32_t S)
+{
+    /* the candidates' norms in whole pages, the rows before c0 and past c1 zero (x − x), each
+     * page's sum by a product with public ones (local) */
+    uint32_t u0 = c0 / S, nu = (c1 + S - 1) / S - u0, nc = c1 - c0, lead = c0 - u0 * S;
+    uint32_t cand = opb_rows(b, nst, Hkv, c0, nc, 1, "cmp.cand");
+    uint32_t padded = opb_tensor(b, "cmp.cand_pages", OPT_TEMP, Hkv, nu * S, 1);
+    opb_put(b, cand, padded, Hkv, lead, nc, 1);
+    if (nc < nu * S) {
+        uint32_t one = opb_rows(b, cand, Hkv, 0, 1, 1, "cmp.cand_one");
+        uint32_t zero = opb_op(b, OP_SUB, Hkv, 1, 0, 1, one, one, OP_NONE,
+                               opb_tensor(b, "cmp.cand_zero", OPT_TEMP, Hkv, 1, 1), 0, 0, 0);
+        for (uint32_t r = 0; r < nu * S; r++)
+            if (r < lead || r >= lead + nc)
+                opb_put(b, zero, padded, Hkv, r, 1, 1);
+    }
+    uint32_t pones = opb_shared(b, "cmp.page_ones", OPT_PUBLIC, 1, S, 1);
+    uint32_t ps = opb_matmul_pub(b, padded, pones, Hkv * nu, S, 1,
+                                 opb_tensor(b, "cmp.page_sum", OPT_TEMP, Hkv, nu, 1));
+    return opb_transpose(b, ps, Hkv, nu, 1, "cmp.page_row");
+}
+
+/* An entry's norm within (√d·‖k‖ + 2d)·2⁻ᶠ + its float's 2⁻²⁴ (as the token path), a page's
+ * sum of S of them with the float sum's relative S·2⁻²⁴; twice. */
+double compose_keynorm_page_tol(uint32_t d, uint32_t S, double M)
+{
+    double u = ldexp(1, -pcheck_frac_bits());
+    return 2 * S * (((d + M) / 2 + 2 * d) * u + M * (S + 1) * 0x1p-24);
+}
