@@ -1,11 +1,13 @@
-/* check_kvcarry.c — compositions whose selection is made at one step and named by later ones,
- * on mpcsim's operands: pages selected once after the prompt or every N decode steps
+/* check_kvcarry.c — compositions whose selection is carried in state from step to step, on
+ * mpcsim's operands: pages selected once after the prompt or every N decode steps
  * (page_ops.c page_select_carry, page_select_kept: the gathered pages, their entries' scores
  * and their biases carried in state), by summed key norms or by the query against the pages'
- * bounds. `validate --policy` runs them on secret shares in semi2k and aby3 (every op as
- * predicted, each decode mask equal to its select() over the session's own values), and
- * `policy check` finds their ops' kept sets equal to select()'s. Each of them kept the
- * plaintext replay's kept sets with a NOTE before, and policy check said "cost declared". */
+ * bounds; and key norms evicting for good (compose_knperm.c: H2O's table of kept rows with
+ * their norm, an arg-min eviction and a compaction at every step). `validate --policy` runs them on
+ * secret shares in semi2k and aby3 (every op as predicted, each decode mask equal to its select()
+ * over the session's own values), and `policy check` finds their ops' kept sets equal to
+ * select()'s. Each of them kept the plaintext replay's kept sets with a NOTE before, and policy
+ * check said "cost declared". */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +35,15 @@ static const char pgoncew_yaml[] = "name: pgoncew_t\nsinks: 4\nrecent: 2\nscore:
 static const char pgbevery_yaml[] = "name: pgbevery_t\nsinks: 4\nrecent: 3\nscore: page_bounds\n"
                                     "granularity: {page: 4}\nwhen: {every: 2}\n"
                                     "select: {topk: 8}\n";
+
+/* Key norms evicting for good beside a window of 4 (notes' knperm shape): the prompt's top 6 of
+ * its 12 candidates, then at every step the least norm of the 6 kept and the entry leaving the
+ * window evicted. */
+static const char knperm_yaml[] = "name: knperm_t\nrecent: 4\nscore: key_norm\n"
+                                  "evict: permanent\nselect: {topk: 6}\n";
+/* The same beside 2 sinks, a window of 3, the top 5. */
+static const char knperms_yaml[] = "name: knperms_t\nsinks: 2\nrecent: 3\nscore: key_norm\n"
+                                   "evict: permanent\nselect: {topk: 5}\n";
 
 /* Prompt 16, 8 decode steps: 5 layers x 4 KV heads x 8 steps = 160 masks, each equal to its
  * select() over the session's values, every op as predicted, no NOTE. */
@@ -99,6 +110,25 @@ START_TEST(test_pages_carried_check)
 }
 END_TEST
 
+START_TEST(test_knperm_semi2k) { carry_on("semi2k", "knperm.yaml", knperm_yaml, "knperm_t"); }
+END_TEST
+
+START_TEST(test_knperm_aby3) { carry_on("aby3", "knperm.yaml", knperm_yaml, "knperm_t"); }
+END_TEST
+
+START_TEST(test_knperms_semi2k) { carry_on("semi2k", "knperms.yaml", knperms_yaml, "knperms_t"); }
+END_TEST
+
+START_TEST(test_knperms_aby3) { carry_on("aby3", "knperms.yaml", knperms_yaml, "knperms_t"); }
+END_TEST
+
+START_TEST(test_knperm_check)
+{
+    carry_check("knperm.yaml", knperm_yaml, "knperm_t");
+    carry_check("knperms.yaml", knperms_yaml, "knperms_t");
+}
+END_TEST
+
 /* Once, candidate pages that reach past a prompt of 14 (a partial page before any decode
  * step): its ops would read padding at the prompt, so it keeps the replay's kept sets with the
  * NOTE, every op still as predicted. */
@@ -121,6 +151,7 @@ Suite *kvcarry_suite(void)
     TESTDIR_USE(tc);
     TH_TESTS(tc, test_pgonce_semi2k, test_pgonce_aby3, test_pgevery_semi2k, test_pgevery_aby3,
              test_pgoncew_semi2k, test_pgoncew_aby3, test_pgbevery_semi2k, test_pgbevery_aby3,
-             test_pages_carried_check, test_pgonce_partial_prompt);
+             test_pages_carried_check, test_pgonce_partial_prompt, test_knperm_semi2k,
+             test_knperm_aby3, test_knperms_semi2k, test_knperms_aby3, test_knperm_check);
     return s;
 }

@@ -648,6 +648,10 @@ static const char pgbevery_yaml[] = "name: pgbevery_blocks\nsinks: 4\nrecent: 3\
                                     "score: page_bounds\ngranularity: {page: 4}\n"
                                     "when: {every: 2}\nselect: {topk: 8}\n";
 
+/* Key norms evicting for good beside a window of 4: H2O's table with the norm as its score. */
+static const char knperm_yaml[] = "name: knperm_blocks\nrecent: 4\nscore: key_norm\n"
+                                  "evict: permanent\nselect: {topk: 6}\n";
+
 static void load_one(const char *name, const char *file, const char *text)
 {
     errbuf e = {{0}};
@@ -748,6 +752,19 @@ START_TEST(test_scsec_pages_carried_cost_path)
 }
 END_TEST
 
+/* The same for key norms evicting for good (knperm_yaml): each step attends the sinks, the
+ * window and the k kept rows, its eviction made before the layer's attention. */
+START_TEST(test_scsec_knperm_cost_path)
+{
+    load_one("knperm_blocks", "knperm.yaml", knperm_yaml);
+    const scase c = {"knperm_blocks", {NULL}, 0};
+    const char *pn[2] = {"semi2k", "aby3"}, *lay[2] = {"rows", "scores"};
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 2; j++)
+            same_as_cost_path(&c, pn[i], lay[j]);
+}
+END_TEST
+
 Suite *scsec_suite(void)
 {
     Suite *s = suite_create("scsec");
@@ -758,6 +775,6 @@ Suite *scsec_suite(void)
              test_scsec_cost_path, test_scsec_cost_path_blocks, test_scsec_cost_path_att,
              test_scsec_rewrite, test_scsec_public, test_scsec_public_cost_path,
              test_scsec_layer_cost_path, test_scsec_shared_cost_path,
-             test_scsec_pages_carried_cost_path);
+             test_scsec_pages_carried_cost_path, test_scsec_knperm_cost_path);
     return s;
 }

@@ -697,6 +697,25 @@ static int cs_emit_keynorm(cstate *s, int phase, uint32_t layer, uint32_t kv_len
     return compose_keynorm_emit(&kn, phase, layer, kv_len, prog, s->sl->name, e);
 }
 
+/* Key norms evicting for good per KV head on tokens on real operands (compose_knperm.c), where
+ * every selecting layer's prompt has more candidates than its k > 0 (its table full from the
+ * prompt on); kn: layer's budget, fixed by the prompt, and its tie bound's scale at kv_len. */
+static int knperm_real(const cstate *s, uint32_t layer, uint32_t kv_len, compose_kn *kn)
+{
+    const cspec *sp = s->sp;
+    uint32_t P = s->env.prompt_len, sinks, recent;
+    int ok = sp->score == SC_KEYNORM && sp->sel == K_TOPK && sp->permanent && s->page == 1 &&
+             !sp->share_all && sp->lshare <= 1;
+    *kn = (compose_kn){.env = &s->env, .at = P};
+    for (uint32_t l = s->dense; ok && l <= s->env.n_layers; l++) {
+        budget(s, l < s->env.n_layers ? l : layer, P, &sinks, &recent, &kn->k);
+        cand_range(P, sinks, recent, &kn->c0, &kn->c1);
+        ok = kn->k > 0 && kn->k < kn->c1 - kn->c0;
+    }
+    kn->M = ok ? norm_max(s, layer, kn->c0, kv_len - (P - kn->c1), 0) : 0;
+    return ok;
+}
+
 /* Pages (page_bounds, or key_norm summed per page) with a top-k at every step, on real operands
  * (page_ops.h, as quest): the bounds or squared norms carried as state, the candidate pages
  * [⌊c0 / S⌋, ⌈c1 / S⌉) scored, the top k pages' [K | V] rows gathered as the selection of
@@ -850,6 +869,9 @@ static int cs_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const u
     if (sp->score == SC_KEYNORM && sp->sel == K_TOPK && s->page == 1 && !sp->permanent &&
         sp->lshare <= 1)
         return cs_emit_keynorm(s, phase, layer, kv_len, prog, e);
+    compose_kn kn;
+    if (knperm_real(s, layer, kv_len, &kn))
+        return compose_knperm_emit(&kn, phase, layer, kv_len, prog, s->sl->name, e);
     compose_att att;
     if (att_real(s, layer, &att))
         return compose_att_emit(&att, phase, layer, kv_len, prog, s->sl->name, e);

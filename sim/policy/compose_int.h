@@ -122,6 +122,16 @@ void compose_keynorm_once(opb *b, int phase, uint32_t Hkv, uint32_t d, uint32_t 
 void compose_keynorm_once_shared(opb *b, int phase, uint32_t Hkv, uint32_t d, uint32_t max_len,
                                  uint32_t kv_len, uint32_t c0, uint32_t c1, uint32_t k, double M);
 
+/* The tie bound of a selection by key norms of M the largest candidate score (a KV head's, or
+ * shared the KV heads' sum of Hkv norms): compose_keynorm.c states its derivation. */
+double compose_keynorm_tol(uint32_t Hkv, uint32_t d, int shared, double M);
+/* Key norms evicting for good (`evict: permanent`) per KV head on tokens, with real operands
+ * (compose_knperm.c): H2O's table of k kept rows [K | V | norm] in state, an eviction of the
+ * least of k + 1 norms and a compaction at every decode step past the prompt. kn: the budget
+ * at the prompt (k of the candidates [c0, c1), c1 = P − recent, more than k of them), M. */
+int compose_knperm_emit(const compose_kn *kn, int phase, uint32_t layer, uint32_t kv_len,
+                        op_program *prog, const char *name, errbuf *e);
+
 /* Key norms in pages (compose.c cs_emit_pages, page_ops.h): the candidates [c0, c1) of the
  * norms nst summed per page of S (the rows outside them zero; local), (Hkv, 1, pages); the tie
  * bound of such a page score (M: the largest candidate norm). */

@@ -38,7 +38,7 @@ static uint32_t heads_copies(opb *b, uint32_t x, uint32_t Hkv, uint32_t n, const
  * √d·‖k‖·2⁻ᶠ + 2d·2⁻ᶠ ≤ ((d + s)/2 + 2d)·2⁻ᶠ (+ float's relative 2⁻²⁴), twice; of a run's own
  * keys (two runs' keys round apart: POLICIES.md "Score-side attention"). Shared: the sum of Hkv
  * such norms, n = Hkv·d terms of each kind, the float sum's relative Hkv·2⁻²⁴. */
-static double keynorm_tol(uint32_t Hkv, uint32_t d, int shared, double M)
+double compose_keynorm_tol(uint32_t Hkv, uint32_t d, int shared, double M)
 {
     double u = ldexp(1, -pcheck_frac_bits()), n = shared ? (double)Hkv * d : d;
     double rel = shared ? (double)Hkv * 0x1p-24 : 0x1p-24;
@@ -105,7 +105,7 @@ void compose_keynorm_select(opb *b, uint32_t nst, uint32_t Hkv, uint32_t d, uint
     uint32_t out = topk_gather(b, nst, Hkv, d, kv_len, c0, c1, k, shared, OP_NONE, &row);
     if (carry) /* the kept rows, the selection of the steps until the next one (a view) */
         opb_put(b, out, opb_shared(b, "cmp.kept", OPT_CACHE, Hkv, k, 2 * d), Hkv, 0, k, 2 * d);
-    pcheck_selection(b, out, k, c0, c1, row, keynorm_tol(Hkv, d, shared, M));
+    pcheck_selection(b, out, k, c0, c1, row, compose_keynorm_tol(Hkv, d, shared, M));
 }
 
 void compose_keynorm_kept(opb *b, uint32_t nst, uint32_t Hkv, uint32_t d, uint32_t kv_len,
@@ -117,7 +117,7 @@ void compose_keynorm_kept(opb *b, uint32_t nst, uint32_t Hkv, uint32_t d, uint32
     pcheck_input(b, PCHECK_IN_KV, Hkv, kv_len, 2 * d);
     uint32_t kept = opb_shared(b, "cmp.kept", OPT_CACHE, Hkv, k, 2 * d);
     uint32_t row = cand_row(b, nst, Hkv, c0, c1 - c0, shared);
-    pcheck_selection(b, kept, k, c0, c1, row, keynorm_tol(Hkv, d, shared, M));
+    pcheck_selection(b, kept, k, c0, c1, row, compose_keynorm_tol(Hkv, d, shared, M));
 }
 
 void compose_keynorm_once_shared(opb *b, int phase, uint32_t Hkv, uint32_t d, uint32_t max_len,
@@ -155,7 +155,8 @@ void compose_keynorm_once(opb *b, int phase, uint32_t Hkv, uint32_t d, uint32_t 
     /* COST: the prompt's top k of the candidates per KV head and the gather of their [K | V]
      * rows into state, the rows each decode step names (snapkv's: snap_select_emit); the
      * entries cached after the prompt are public positions. Ties: as the per-step path's. */
-    snap_select_emit(b, phase, sc, Hkv, 2 * d, kv_len, c0, c1, k, keynorm_tol(Hkv, d, 0, M));
+    snap_select_emit(b, phase, sc, Hkv, 2 * d, kv_len, c0, c1, k,
+                     compose_keynorm_tol(Hkv, d, 0, M));
 }
 
 int compose_keynorm_emit(const compose_kn *kn, int phase, uint32_t layer, uint32_t kv_len,
