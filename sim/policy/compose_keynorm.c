@@ -3,7 +3,9 @@
  * (secpol_emit.c): a top-k at every step per KV head, or one per layer (`share: layer`: every KV
  * head's norms summed, one top-k, each KV head's rows gathered by that one-hot); every N steps
  * (the kept rows carried in state between selections); or once after the prompt (`when: once`:
- * the top-k gathered into state, named by every decode step). */
+ * the top-k gathered into state, named by every decode step), per KV head or one per layer.
+ * Also the page blocks' key-norm score (each candidate page's summed norms) and its tie bound;
+ * a key-norm eviction for good is compose_knperm.c's. */
 #include "compose_int.h"
 #include "pcheck.h"
 
