@@ -659,6 +659,39 @@ static const char knevery_yaml[] = "name: knevery_blocks\n"
                                    "when: {every: 2}\n"
                                    "select: {topk: 6}\n";
 
+/* One selection per layer by the KV heads' summed key norms, once after the prompt and every 2
+ * decode steps. */
+static const char knoncesl_yaml[] = "name: knoncesl_blocks\n"
+                                    "summary: a window, one selection per layer once\n"
+                                    "recent: 4\n"
+                                    "score: key_norm\n"
+                                    "share: layer\n"
+                                    "when: once\n"
+                                    "select: {topk: 6}\n";
+static const char kneverysl_yaml[] = "name: kneverysl_blocks\n"
+                                     "summary: a window, one selection per layer every 2 steps\n"
+                                     "recent: 4\n"
+                                     "score: key_norm\n"
+                                     "share: layer\n"
+                                     "when: {every: 2}\n"
+                                     "select: {topk: 6}\n";
+
+/* Pages of 4 by summed key norms once after the prompt and every 2 decode steps, and by
+ * Quest's bound score every 2 steps beside sinks and a window: the selecting step's pages
+ * carried in state for the steps between. */
+static const char pgonce_yaml[] = "name: pgonce_blocks\nscore: key_norm\n"
+                                  "granularity: {page: 4}\nwhen: once\nselect: {topk: 8}\n";
+static const char pgevery_yaml[] = "name: pgevery_blocks\nscore: key_norm\n"
+                                   "granularity: {page: 4}\nwhen: {every: 2}\n"
+                                   "select: {topk: 8}\n";
+static const char pgbevery_yaml[] = "name: pgbevery_blocks\nsinks: 4\nrecent: 3\n"
+                                    "score: page_bounds\ngranularity: {page: 4}\n"
+                                    "when: {every: 2}\nselect: {topk: 8}\n";
+
+/* Key norms evicting for good beside a window of 4: H2O's table with the norm as its score. */
+static const char knperm_yaml[] = "name: knperm_blocks\nrecent: 4\nscore: key_norm\n"
+                                  "evict: permanent\nselect: {topk: 6}\n";
+
 static void load_one(const char *name, const char *file, const char *text)
 {
     errbuf e = {{0}};
@@ -781,6 +814,52 @@ START_TEST(test_scsec_tova_h2o_cost_path)
 }
 END_TEST
 
+/* The same for one selection per layer once after the prompt (knoncesl_yaml) and every 2 steps
+ * (kneverysl_yaml). */
+START_TEST(test_scsec_shared_cost_path)
+{
+    load_one("knoncesl_blocks", "knoncesl.yaml", knoncesl_yaml);
+    load_one("kneverysl_blocks", "kneverysl.yaml", kneverysl_yaml);
+    const scase c[2] = {{"knoncesl_blocks", {NULL}, 0}, {"kneverysl_blocks", {NULL}, 0}};
+    const char *pn[2] = {"semi2k", "aby3"}, *lay[2] = {"rows", "scores"};
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < 2; j++)
+                same_as_cost_path(&c[k], pn[i], lay[j]);
+}
+END_TEST
+
+/* The same for pages selected once or every 2 steps: each step attends the entries outside the
+ * last selecting step's candidates and its k whole pages (cs_attend), as the session does. */
+START_TEST(test_scsec_pages_carried_cost_path)
+{
+    load_one("pgonce_blocks", "pgonce.yaml", pgonce_yaml);
+    load_one("pgevery_blocks", "pgevery.yaml", pgevery_yaml);
+    load_one("pgbevery_blocks", "pgbevery.yaml", pgbevery_yaml);
+    const scase c[3] = {{"pgonce_blocks", {NULL}, 0},
+                        {"pgevery_blocks", {NULL}, 0},
+                        {"pgbevery_blocks", {NULL}, 0}};
+    const char *pn[2] = {"semi2k", "aby3"}, *lay[2] = {"rows", "scores"};
+    for (int k = 0; k < 3; k++)
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < 2; j++)
+                same_as_cost_path(&c[k], pn[i], lay[j]);
+}
+END_TEST
+
+/* The same for key norms evicting for good (knperm_yaml): each step attends the sinks, the
+ * window and the k kept rows, its eviction made before the layer's attention. */
+START_TEST(test_scsec_knperm_cost_path)
+{
+    load_one("knperm_blocks", "knperm.yaml", knperm_yaml);
+    const scase c = {"knperm_blocks", {NULL}, 0};
+    const char *pn[2] = {"semi2k", "aby3"}, *lay[2] = {"rows", "scores"};
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 2; j++)
+            same_as_cost_path(&c, pn[i], lay[j]);
+}
+END_TEST
+
 Suite *scsec_suite(void)
 {
     Suite *s = suite_create("scsec");
@@ -791,6 +870,8 @@ Suite *scsec_suite(void)
              test_scsec_cost_path, test_scsec_cost_path_blocks, test_scsec_cost_path_att,
              test_scsec_cost_path_att_sinks, test_scsec_rewrite, test_scsec_public,
              test_scsec_public_cost_path, test_scsec_layer_cost_path,
-             test_scsec_kv_budget_pages_cost_path, test_scsec_tova_h2o_cost_path);
+             test_scsec_kv_budget_pages_cost_path, test_scsec_tova_h2o_cost_path,
+             test_scsec_shared_cost_path, test_scsec_pages_carried_cost_path,
+             test_scsec_knperm_cost_path);
     return s;
 }

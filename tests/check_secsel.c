@@ -71,6 +71,16 @@ static const char knonce_yaml[] = "name: knonce_t\nrecent: 4\nscore: key_norm\n"
 static const char knevery_yaml[] = "name: knevery_t\nrecent: 4\nscore: key_norm\n"
                                    "when: {every: 2}\nselect: {topk: 6}\n";
 
+/* One selection per layer (`share: layer`) once after the prompt: the KV heads' norms of the 12
+ * candidates summed, one top 6 per layer gathered for each KV head into state at the prompt,
+ * named by every decode step. */
+static const char knoncesl_yaml[] = "name: knoncesl_t\nrecent: 4\nscore: key_norm\n"
+                                    "share: layer\nwhen: once\nselect: {topk: 6}\n";
+/* The same every 2 decode steps: one top 6 per layer at decode positions 16, 18, …, its rows
+ * in state for the step after. */
+static const char kneverysl_yaml[] = "name: kneverysl_t\nrecent: 4\nscore: key_norm\n"
+                                     "share: layer\nwhen: {every: 2}\nselect: {topk: 6}\n";
+
 /* A key-norm composition on shares: 5 layers x 4 KV heads x 8 steps = 160 masks, each choosing
  * 6, equal to its select() over the session's keys, every op as predicted (each kept the
  * replay's kept sets with a NOTE: "has no selection on shares"). */
@@ -141,6 +151,44 @@ START_TEST(test_keynorm_every_check) { kncomp_check("knevery.yaml", knevery_yaml
 END_TEST
 
 START_TEST(test_keynorm_once_check) { kncomp_check("knonce.yaml", knonce_yaml, "knonce_t"); }
+END_TEST
+
+/* share: layer with when: once and with every 2 steps (each kept the replay's kept sets with a
+ * NOTE, and policy check said "cost declared": its ops named no selection). */
+START_TEST(test_keynorm_oncesl_semi2k)
+{
+    kncomp_on("semi2k", "knoncesl.yaml", knoncesl_yaml, "knoncesl_t");
+}
+END_TEST
+
+START_TEST(test_keynorm_oncesl_aby3)
+{
+    kncomp_on("aby3", "knoncesl.yaml", knoncesl_yaml, "knoncesl_t");
+}
+END_TEST
+
+START_TEST(test_keynorm_oncesl_check)
+{
+    kncomp_check("knoncesl.yaml", knoncesl_yaml, "knoncesl_t");
+}
+END_TEST
+
+START_TEST(test_keynorm_everysl_semi2k)
+{
+    kncomp_on("semi2k", "kneverysl.yaml", kneverysl_yaml, "kneverysl_t");
+}
+END_TEST
+
+START_TEST(test_keynorm_everysl_aby3)
+{
+    kncomp_on("aby3", "kneverysl.yaml", kneverysl_yaml, "kneverysl_t");
+}
+END_TEST
+
+START_TEST(test_keynorm_everysl_check)
+{
+    kncomp_check("kneverysl.yaml", kneverysl_yaml, "kneverysl_t");
+}
 END_TEST
 
 START_TEST(test_keynorm_blocks) { keynorm_blocks_on("semi2k"); }
@@ -224,6 +272,8 @@ Suite *secsel_suite(void)
              test_quest_pages_semi2k, test_quest_pages_aby3, test_keynorm_layer_semi2k,
              test_keynorm_layer_aby3, test_keynorm_layer_check, test_keynorm_once_semi2k,
              test_keynorm_once_aby3, test_keynorm_once_check, test_keynorm_every_semi2k,
-             test_keynorm_every_aby3, test_keynorm_every_check);
+             test_keynorm_every_aby3, test_keynorm_every_check, test_keynorm_oncesl_semi2k,
+             test_keynorm_oncesl_aby3, test_keynorm_oncesl_check, test_keynorm_everysl_semi2k,
+             test_keynorm_everysl_aby3, test_keynorm_everysl_check);
     return s;
 }

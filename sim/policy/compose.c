@@ -494,7 +494,8 @@ static unsigned cs_needs(void *st, uint32_t pos)
     case SC_ATT: return !s->sp->att_last || pos + 1 >= P ? POLICY_NEED_ATT : 0;
     case SC_WINDOW: return pos < P && pos + s->window >= P ? POLICY_NEED_ATT : 0;
     case SC_KEYNORM: return POLICY_NEED_K;
-    case SC_BOUNDS: return POLICY_NEED_K | (pos >= P ? POLICY_NEED_Q : 0);
+    case SC_BOUNDS: /* the query of a selecting step (every N: its first and each N-th) */
+        return POLICY_NEED_K | (pos >= P && (pos - P) % s->every == 0 ? POLICY_NEED_Q : 0);
     default: return 0;
     }
 }
@@ -599,17 +600,18 @@ static int cs_select(void *st, uint32_t layer, uint32_t pos, const float *q, uin
         return MS_OK;
     }
     layer = lead; /* a follower reads its leader's state (its rows: the leader's scores) */
+    int now = (pos - P) % s->every == 0 || s->sel_at[layer] == 0; /* a selecting step */
+    if (s->sp->when == W_STEP && !s->sp->permanent && s->qmax && q && now) {
+        s->qmax[layer] = 0; /* the selecting step's, for the page ops' tolerance */
+        for (uint32_t i = 0; i < v->n_heads * v->head_dim; i++)
+            s->qmax[layer] = fmaxf(s->qmax[layer], fabsf(q[i]));
+    }
     if (s->sp->when == W_STEP && !s->sp->permanent && s->every > 1) {
-        if (((pos - P) % s->every == 0 || !s->sel_at[layer]) && s->sel_at[layer] != pos + 1) {
+        if (now && s->sel_at[layer] != pos + 1) { /* not one adopted here (cs_adopt) */
             select_alive(s, layer, pos, q, 0, Hkv);
             s->sel_at[layer] = pos;
         }
     } else if (s->sp->when == W_STEP && !s->sp->permanent) {
-        if (s->qmax && q) { /* this step's, for the page ops' tolerance */
-            s->qmax[layer] = 0;
-            for (uint32_t i = 0; i < v->n_heads * v->head_dim; i++)
-                s->qmax[layer] = fmaxf(s->qmax[layer], fabsf(q[i]));
-        }
         /* alive: the rows returned, or the ones adopted at this position (cs_adopt) */
         uint8_t *al = s->alive ? s->alive + (size_t)layer * Hkv * v->max_len : NULL;
         for (uint32_t g = 0; g < Hkv; g++) {
@@ -664,43 +666,58 @@ static uint32_t cs_count(void *st, uint32_t layer, uint32_t pos)
  * candidates (every decode step of a full cache) is an arg-min, not a top-k: the candidates
  * negated (local), an ARGMAX, and the k survivors compacted by an oblivious select of each
  * row's element with the next row's, under the prefix sums of the one-hot (local). */
-/* Key norms (token units, a top-k at every step or every N) with real operands, the ops
- * `policy check` runs and the secure session executes on shares (compose_keynorm.c): the new
- * keys' squared norms into a carried state, the top-k of the candidates' (per KV head, or one
- * per layer of their sums) and the gather of their cached [K | V] rows named as the selection
- * (every N: kept in state too, which the steps between selections name). */
+/* The largest candidate key norm of [c0, c1) at layer: a KV head's, or shared their sum (the
+ * scale of a selection's tie bound). */
+static double norm_max(const cstate *s, uint32_t layer, uint32_t c0, uint32_t c1, int shared)
+{
+    uint32_t Hkv = s->env.n_kv_heads;
+    double M = 0;
+    for (uint32_t j = c0; j < c1; j++) {
+        double x = 0;
+        for (uint32_t g = 0; g < Hkv; g++) {
+            double y = s->score[((size_t)layer * Hkv + g) * s->env.max_len + j];
+            x = shared ? x + y : fmax(x, y);
+        }
+        M = fmax(M, x);
+    }
+    return M;
+}
+
+/* Key norms in token units (a top-k at every step, every N or once; per KV head or one per
+ * layer) with real operands (compose_keynorm.c), its budget at the last selecting position:
+ * the prompt's when once, every N the last step selecting. */
 static int cs_emit_keynorm(cstate *s, int phase, uint32_t layer, uint32_t kv_len, op_program *prog,
                            errbuf *e)
 {
-    const policy_env *v = &s->env;
-    uint32_t Hkv = v->n_kv_heads, d = v->head_dim, sinks, recent, k, c0, c1;
-    int pre = phase == PHASE_PREFILL, sp_shared = s->sp->share_all;
-    uint32_t t = pre ? kv_len : 1, r0 = pre ? 0 : kv_len;
-    opb b;
-    opb_init(&b, prog, phase, (int)layer, OPC_POLICY, NULL);
-    /* COST: the new keys' squares and their sum (a product with public ones: local) */
-    uint32_t nst = compose_key_norms(&b, Hkv, d, v->max_len, t, r0);
-    /* every N steps: the candidates of the last selecting step, whose rows a step between
-     * selections attends (the state "cmp.kept") */
-    uint32_t at = pre ? kv_len : kv_len - (kv_len - v->prompt_len) % s->every;
-    budget(s, layer, at, &sinks, &recent, &k);
-    cand_range(at, sinks, recent, &c0, &c1);
-    if (!pre && k > 0 && k < c1 - c0) {
-        double M = 0; /* the largest candidate score: a KV head's, or shared their sum */
-        for (uint32_t j = c0; j < c1; j++) {
-            double x = 0;
-            for (uint32_t g = 0; g < Hkv; g++) {
-                double y = s->score[((size_t)layer * Hkv + g) * v->max_len + j];
-                x = sp_shared ? x + y : fmax(x, y);
-            }
-            M = fmax(M, x);
-        }
-        if (at < kv_len)
-            compose_keynorm_kept(&b, nst, Hkv, d, kv_len, c0, c1, k, M);
-        else
-            compose_keynorm_select(&b, nst, Hkv, d, kv_len, c0, c1, k, sp_shared, s->every > 1, M);
+    uint32_t P = s->env.prompt_len, sinks, recent;
+    compose_kn kn = {.env = &s->env,
+                     .shared = s->sp->share_all,
+                     .once = s->sp->when == W_ONCE,
+                     .every = s->every};
+    kn.at = phase == PHASE_PREFILL || kn.once ? P : kv_len - (kv_len - P) % s->every;
+    budget(s, layer, kn.at, &sinks, &recent, &kn.k);
+    cand_range(kn.at, sinks, recent, &kn.c0, &kn.c1);
+    kn.M = norm_max(s, layer, kn.c0, kn.c1, kn.shared);
+    return compose_keynorm_emit(&kn, phase, layer, kv_len, prog, s->sl->name, e);
+}
+
+/* Key norms evicting for good per KV head on tokens on real operands (compose_knperm.c), where
+ * every selecting layer's prompt has more candidates than its k > 0 (its table full from the
+ * prompt on); kn: layer's budget, fixed by the prompt, and its tie bound's scale at kv_len. */
+static int knperm_real(const cstate *s, uint32_t layer, uint32_t kv_len, compose_kn *kn)
+{
+    const cspec *sp = s->sp;
+    uint32_t P = s->env.prompt_len, sinks, recent;
+    int ok = sp->score == SC_KEYNORM && sp->sel == K_TOPK && sp->permanent && s->page == 1 &&
+             !sp->share_all && sp->lshare <= 1;
+    *kn = (compose_kn){.env = &s->env, .at = P};
+    for (uint32_t l = s->dense; ok && l <= s->env.n_layers; l++) {
+        budget(s, l < s->env.n_layers ? l : layer, P, &sinks, &recent, &kn->k);
+        cand_range(P, sinks, recent, &kn->c0, &kn->c1);
+        ok = kn->k > 0 && kn->k < kn->c1 - kn->c0;
     }
-    return policy_emit_done(&b, s->sl->name, e);
+    kn->M = ok ? norm_max(s, layer, kn->c0, kv_len - (P - kn->c1), 0) : 0;
+    return ok;
 }
 
 /* Pages (page_bounds, or key_norm summed per page) with a top-k at every step, on real operands
@@ -711,7 +728,9 @@ static int cs_emit_keynorm(cstate *s, int phase, uint32_t layer, uint32_t kv_len
  * c0 + (T − c1) + k·S ≤ T entries where c0 is a page boundary (k ≤ pages − 1, one page
  * partial), otherwise where k·S ≤ c1 − c0; every step of the run is checked once per layer
  * (under kv_budget the sinks, window and k follow T: sinks cut to a prompt's small budget grow
- * back, possibly off a page boundary). */
+ * back, possibly off a page boundary). Once or every N steps, a selecting step's pages also go
+ * into state (page_select_carry) that the steps between name; once, where the candidate pages
+ * end inside the prompt (no padding before a decode step). */
 static int pages_real(cstate *s, uint32_t layer)
 {
     uint32_t P = s->env.prompt_len, S = s->page, sinks, recent, k, c0, c1;
@@ -719,7 +738,9 @@ static int pages_real(cstate *s, uint32_t layer)
         return 0;
     if (s->preal[layer] >= 0)
         return s->preal[layer];
-    int ok = 1;
+    budget(s, layer, P, &sinks, &recent, &k);
+    cand_range(P, sinks, recent, &c0, &c1);
+    int ok = s->sp->when != W_ONCE || (uint64_t)(c1 + S - 1) / S * S <= P;
     for (uint32_t T = P; ok && T <= s->env.max_len; T++) {
         budget(s, layer, T, &sinks, &recent, &k);
         cand_range(T, sinks, recent, &c0, &c1);
@@ -733,43 +754,45 @@ static int cs_emit_pages(cstate *s, int phase, uint32_t layer, uint32_t kv_len, 
                          errbuf *e)
 {
     const policy_env *v = &s->env;
-    uint32_t H = v->n_heads, Hkv = v->n_kv_heads, d = v->head_dim, S = s->page;
-    uint32_t sinks, recent, k, c0, c1;
-    int pre = phase == PHASE_PREFILL;
+    uint32_t H = v->n_heads, Hkv = v->n_kv_heads, d = v->head_dim, S = s->page, P = v->prompt_len;
+    uint32_t sinks, recent, k, c0, c1, row = OP_NONE;
+    int pre = phase == PHASE_PREFILL, once = s->sp->when == W_ONCE, carry = once || s->every > 1;
+    /* once or every N: the budget of the last selecting step (the prompt when once), whose
+     * pages the steps between selections name (page_select_kept) */
+    uint32_t at = pre || once ? P : kv_len - (kv_len - P) % s->every, ml = carry ? v->max_len : 0;
+    budget(s, layer, at, &sinks, &recent, &k);
+    cand_range(at, sinks, recent, &c0, &c1);
+    uint32_t u0 = c0 / S, u1 = (c1 + S - 1) / S, nu = c1 > c0 ? u1 - u0 : 0, bst = OP_NONE;
+    int sel = (k > 0 || s->sp->score == SC_BOUNDS) && k < nu;
+    int now = sel && (pre ? once : !once && at == kv_len);
+    double tol;
     opb b;
     opb_init(&b, prog, phase, (int)layer, OPC_POLICY, NULL);
-    budget(s, layer, kv_len, &sinks, &recent, &k);
-    cand_range(kv_len, sinks, recent, &c0, &c1);
-    uint32_t u0 = c0 / S, u1 = (c1 + S - 1) / S, nu = c1 > c0 ? u1 - u0 : 0;
     if (s->sp->score == SC_BOUNDS) {
-        uint32_t bst = page_bounds_state(&b, "cmp", Hkv, s->max_pages, d);
-        if (pre) {
+        bst = page_bounds_state(&b, "cmp", Hkv, s->max_pages, d);
+        if (pre)
             page_bounds_prompt(&b, "cmp", bst, Hkv, kv_len, S, d);
-        } else {
-            if (k < nu)
-                page_select(
-                    &b, "cmp", page_bounds_score(&b, "cmp", bst, H, Hkv, u0, nu, d), H, Hkv, c0, u1,
-                    k, S, d, c1, kv_len,
-                    page_bounds_tol(s->qmax[layer], s->kmax[layer], d, s->G, pcheck_frac_bits()));
-            page_bounds_upkeep(&b, "cmp", bst, Hkv, kv_len, S, d, s->max_pages);
-        }
-        return policy_emit_done(&b, s->sl->name, e);
+        tol = page_bounds_tol(s->qmax[layer], s->kmax[layer], d, s->G, pcheck_frac_bits());
+        if (now)
+            row = page_bounds_score(&b, "cmp", bst, H, Hkv, u0, nu, d);
+    } else {
+        /* COST: the new keys' squares and their sum (a product with public ones: local); once,
+         * the prompt's alone */
+        uint32_t nst = once && !pre ? opb_shared(&b, "cmp.norm", OPT_CACHE, Hkv, v->max_len, 1)
+                                    : compose_key_norms(&b, Hkv, d, v->max_len, pre ? kv_len : 1,
+                                                        pre ? 0 : kv_len);
+        tol = compose_keynorm_page_tol(d, S, norm_max(s, layer, c0, c1, 0));
+        if (now)
+            row = compose_keynorm_pages(&b, nst, Hkv, c0, c1, S);
     }
-    /* COST: the new keys' squares and their sum (a product with public ones: local) */
-    uint32_t t = pre ? kv_len : 1, r0 = pre ? 0 : kv_len;
-    uint32_t nst = compose_key_norms(&b, Hkv, d, v->max_len, t, r0);
-    if (!pre && k > 0 && k < nu) {
-        /* the candidates' norms summed per page (local) */
-        uint32_t row = compose_keynorm_pages(&b, nst, Hkv, c0, c1, S);
-        /* ties: an entry's norm within (√d·‖k‖ + 2d)·2⁻¹⁸ + its float's 2⁻²⁴ (as the token
-         * path), a page's sum of S of them with the float sum's relative S·2⁻²⁴; twice */
-        double M = 0, u = ldexp(1, -pcheck_frac_bits());
-        for (uint32_t g = 0; g < Hkv; g++)
-            for (uint32_t j = c0; j < c1; j++)
-                M = fmax(M, s->score[((size_t)layer * Hkv + g) * v->max_len + j]);
-        double tol = 2 * S * (((d + M) / 2 + 2 * d) * u + M * (S + 1) * 0x1p-24);
+    if (now && carry) /* at the prompt the decode steps name it */
+        page_select_carry(&b, "cmp", row, H, Hkv, c0, u1, k, S, d, c1, kv_len, tol, !pre, ml);
+    else if (now)
         page_select(&b, "cmp", row, H, Hkv, c0, u1, k, S, d, c1, kv_len, tol);
-    }
+    else if (sel && !pre)
+        page_select_kept(&b, "cmp", H, Hkv, c0, u1, k, S, d, c1, kv_len, tol, ml);
+    if (bst != OP_NONE && !pre)
+        page_bounds_upkeep(&b, "cmp", bst, Hkv, kv_len, S, d, s->max_pages);
     return policy_emit_done(&b, s->sl->name, e);
 }
 
@@ -877,33 +900,19 @@ static int cs_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const u
     int follower = leader(s, layer) != layer; /* it gathers by its leader's selection */
     if (window_real(s))
         return cs_emit_window(s, phase, layer, kv_len, prog, e);
-    if (sp->score == SC_KEYNORM && sp->sel == K_TOPK && s->page == 1 && sp->when == W_ONCE &&
-        !sp->permanent && !sp->share_all && sp->lshare <= 1) {
-        uint32_t sinks, recent, k, c0, c1;
-        budget(s, layer, P, &sinks, &recent, &k);
-        cand_range(P, sinks, recent, &c0, &c1);
-        if (k >= c1 - c0)
-            return MS_OK; /* every candidate kept: no selection */
-        double M = 0;     /* the largest candidate score of the layer */
-        for (uint32_t g = 0; g < Hkv && phase == PHASE_DECODE; g++)
-            for (uint32_t j = c0; j < c1; j++)
-                M = fmax(M, s->score[((size_t)layer * Hkv + g) * v->max_len + j]);
-        opb b;
-        opb_init(&b, prog, phase, (int)layer, OPC_POLICY, NULL);
-        compose_keynorm_once(&b, phase, Hkv, d, kv_len, c0, c1, k, M);
-        return policy_emit_done(&b, s->sl->name, e);
-    }
-    if (sp->score == SC_KEYNORM && sp->sel == K_TOPK && s->page == 1 && sp->when == W_STEP &&
-        !sp->permanent && (s->every == 1 || !sp->share_all) && sp->lshare <= 1)
+    if (sp->score == SC_KEYNORM && sp->sel == K_TOPK && s->page == 1 && !sp->permanent &&
+        sp->lshare <= 1)
         return cs_emit_keynorm(s, phase, layer, kv_len, prog, e);
     if (compose_thr_shaped(sp, s->every, s->frac)) /* a threshold on shares (compose_thr.c) */
         return cs_emit_thr(s, phase, layer, kv_len, prog, e);
+    compose_kn kn;
+    if (knperm_real(s, layer, kv_len, &kn))
+        return compose_knperm_emit(&kn, phase, layer, kv_len, prog, s->sl->name, e);
     compose_att att;
     if (att_real(s, layer, kv_len, phase == PHASE_PREFILL, &att))
         return compose_att_emit(&att, phase, layer, kv_len, prog, s->sl->name, e);
     if ((sp->score == SC_KEYNORM || sp->score == SC_BOUNDS) && sp->sel == K_TOPK &&
-        sp->when == W_STEP && !sp->permanent && s->every == 1 && !sp->share_all &&
-        sp->lshare <= 1 && pages_real(s, layer))
+        !sp->permanent && !sp->share_all && sp->lshare <= 1 && pages_real(s, layer))
         return cs_emit_pages(s, phase, layer, kv_len, prog, e);
     policy_emitter pe;
     opb_init(&pe, prog, phase, (int)layer, OPC_POLICY, NULL);
@@ -1041,10 +1050,13 @@ static void cs_attend(void *st, uint32_t layer, uint32_t kv_len, const uint32_t 
         R = kept[g] > R ? kept[g] : R;
     if (layer >= s->dense && compose_thr_shaped(sp, s->every, s->frac))
         R = kv_len; /* an oblivious threshold attends every entry, the dropped biased out */
-    if (layer >= s->dense && s->page > 1 && sp->sel == K_TOPK && sp->when == W_STEP &&
-        !sp->permanent && s->every == 1) {
-        budget(s, layer, kv_len, &sinks, &recent, &k);
-        cand_range(kv_len, sinks, recent, &c0, &c1);
+    /* once or every N on real operands: the pages of the last selecting step (cs_emit_pages) */
+    uint32_t P = s->env.prompt_len, at = sp->when == W_ONCE ? P : kv_len - (kv_len - P) % s->every;
+    if (layer >= s->dense && s->page > 1 && sp->sel == K_TOPK && !sp->permanent &&
+        ((sp->when == W_STEP && s->every == 1) ||
+         (pages_real(s, layer) && !sp->share_all && sp->lshare <= 1))) {
+        budget(s, layer, at, &sinks, &recent, &k);
+        cand_range(at, sinks, recent, &c0, &c1);
         uint32_t nc = c1 > c0 ? (c1 - 1) / s->page - c0 / s->page + 1 : 0;
         if (k > 0 && k < nc) {
             uint64_t n = (uint64_t)c0 + (kv_len - c1) + (uint64_t)k * s->page;
@@ -1167,8 +1179,8 @@ int policy_compose_load(const char *path, const policy_ops **out, errbuf *e)
         .layer_local = (sp->score == SC_ATT || sp->score == SC_WINDOW) && !sp->share_all,
     };
     /* a page-granular top-k at every step gathers whole pages: the lowering attends them */
-    if ((has_param(sl, "page") && sp->sel == K_TOPK && sp->when == W_STEP && !sp->permanent &&
-         sp->score != SC_RANDOM) ||
+    if ((has_param(sl, "page") && sp->sel == K_TOPK && !sp->permanent && sp->score != SC_RANDOM &&
+         (sp->when == W_STEP || sp->score == SC_KEYNORM)) ||
         compose_thr_shaped(sp, sp->every, 0))
         sl->ops.attend = cs_attend;
     if (sp->cluster) {

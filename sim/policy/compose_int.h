@@ -85,6 +85,19 @@ void compose_tova_ops(policy_ops *ops);
 int compose_tova_budget(const void *st, uint32_t *cap, uint32_t *dense, uint32_t *sinks,
                         uint32_t *recent, char *why, size_t n);
 
+/* A key-norm composition in token units with real operands (compose_keynorm.c): a top-k at
+ * every step, every N steps or once after the prompt, per KV head or one per layer (shared);
+ * compose.c gives its budget at the last selecting position at (the prompt when once): k of
+ * the candidates [c0, c1), M their largest score (a KV head's, or shared the heads' sum). */
+typedef struct compose_kn {
+    const policy_env *env;
+    int shared, once;
+    uint32_t every, at, k, c0, c1;
+    double M;
+} compose_kn;
+int compose_keynorm_emit(const compose_kn *kn, int phase, uint32_t layer, uint32_t kv_len,
+                         op_program *prog, const char *name, errbuf *e);
+
 /* Key norms with real operands (compose_keynorm.c). compose_key_norms: the t new keys' squared
  * norms (squares, their sum by a product with public ones: local) written at row r0 of the
  * carried state "cmp.norm" (Hkv, max_len, 1), which it returns. compose_keynorm_select: the
@@ -96,20 +109,38 @@ uint32_t compose_key_norms(opb *b, uint32_t Hkv, uint32_t d, uint32_t max_len, u
 void compose_keynorm_select(opb *b, uint32_t nst, uint32_t Hkv, uint32_t d, uint32_t kv_len,
                             uint32_t c0, uint32_t c1, uint32_t k, int shared, int carry, double M);
 /* With `when: {every: N}` (carry: the rows also into the state "cmp.kept"), a step between
- * selections names that state, the rows of the candidates [c0, c1) of the last selection. */
+ * selections names that state, the rows of the candidates [c0, c1) of the last selection
+ * (shared: ranked by the KV heads' summed norms). */
 void compose_keynorm_kept(opb *b, uint32_t nst, uint32_t Hkv, uint32_t d, uint32_t kv_len,
-                          uint32_t c0, uint32_t c1, uint32_t k, double M);
+                          uint32_t c0, uint32_t c1, uint32_t k, int shared, double M);
 /* Key norms selected once after the prompt (`when: once`) per KV head: at the prompt its keys'
  * squared norms, the top k of the candidates [c0, c1) and the gather of their rows into state;
  * at a decode step (kv_len cached) those rows named as the selection. M: as above. */
 void compose_keynorm_once(opb *b, int phase, uint32_t Hkv, uint32_t d, uint32_t kv_len, uint32_t c0,
                           uint32_t c1, uint32_t k, double M);
+/* The same with one selection per layer (`share: layer`): at the prompt its keys' squared
+ * norms into the state "cmp.norm" (Hkv, max_len, 1), one top-k of the candidates' sums over
+ * the KV heads and each KV head's rows gathered by it into state; at a decode step those rows
+ * named as the selection, ranked by the prompt's summed norms. */
+void compose_keynorm_once_shared(opb *b, int phase, uint32_t Hkv, uint32_t d, uint32_t max_len,
+                                 uint32_t kv_len, uint32_t c0, uint32_t c1, uint32_t k, double M);
 
-/* The per-page sums of the candidates [c0, c1) of the carried key norms nst in pages of S
- * (entries outside the candidates count 0): a row (Hkv, 1, nu) of the pages [⌊c0 / S⌋,
- * ⌈c1 / S⌉) (compose_thr.c; local ops). */
+/* The tie bound of a selection by key norms of M the largest candidate score (a KV head's, or
+ * shared the KV heads' sum of Hkv norms): compose_keynorm.c states its derivation. */
+double compose_keynorm_tol(uint32_t Hkv, uint32_t d, int shared, double M);
+/* Key norms evicting for good (`evict: permanent`) per KV head on tokens, with real operands
+ * (compose_knperm.c): H2O's table of k kept rows [K | V | norm] in state, an eviction of the
+ * least of k + 1 norms and a compaction at every decode step past the prompt. kn: the budget
+ * at the prompt (k of the candidates [c0, c1), c1 = P − recent, more than k of them), M. */
+int compose_knperm_emit(const compose_kn *kn, int phase, uint32_t layer, uint32_t kv_len,
+                        op_program *prog, const char *name, errbuf *e);
+
+/* Key norms in pages (compose.c cs_emit_pages, page_ops.h): the candidates [c0, c1) of the
+ * norms nst summed per page of S (the rows outside them zero; local), (Hkv, 1, pages); the tie
+ * bound of such a page score (M: the largest candidate norm). */
 uint32_t compose_keynorm_pages(opb *b, uint32_t nst, uint32_t Hkv, uint32_t c0, uint32_t c1,
                                uint32_t S);
+double compose_keynorm_page_tol(uint32_t d, uint32_t S, double M);
 
 /* A threshold (`select: {threshold: X}`) on key norms of tokens or pages (at every decode step,
  * once after the prompt, or every N steps), or on page bounds (at every step), per KV head or

@@ -3,7 +3,9 @@
  * (secpol_emit.c): a top-k at every step per KV head, or one per layer (`share: layer`: every KV
  * head's norms summed, one top-k, each KV head's rows gathered by that one-hot); every N steps
  * (the kept rows carried in state between selections); or once after the prompt (`when: once`:
- * the top-k gathered into state, named by every decode step). */
+ * the top-k gathered into state, named by every decode step), per KV head or one per layer.
+ * Also the page blocks' key-norm score (each candidate page's summed norms) and its tie bound;
+ * a key-norm eviction for good is compose_knperm.c's. */
 #include "compose_int.h"
 #include "pcheck.h"
 
@@ -38,60 +40,102 @@ static uint32_t heads_copies(opb *b, uint32_t x, uint32_t Hkv, uint32_t n, const
  * √d·‖k‖·2⁻ᶠ + 2d·2⁻ᶠ ≤ ((d + s)/2 + 2d)·2⁻ᶠ (+ float's relative 2⁻²⁴), twice; of a run's own
  * keys (two runs' keys round apart: POLICIES.md "Score-side attention"). Shared: the sum of Hkv
  * such norms, n = Hkv·d terms of each kind, the float sum's relative Hkv·2⁻²⁴. */
-static double keynorm_tol(uint32_t Hkv, uint32_t d, int shared, double M)
+double compose_keynorm_tol(uint32_t Hkv, uint32_t d, int shared, double M)
 {
     double u = ldexp(1, -pcheck_frac_bits()), n = shared ? (double)Hkv * d : d;
     double rel = shared ? (double)Hkv * 0x1p-24 : 0x1p-24;
     return 2 * (((n + M) / 2 + 2 * n) * u + M * rel);
 }
 
-void compose_keynorm_select(opb *b, uint32_t nst, uint32_t Hkv, uint32_t d, uint32_t kv_len,
-                            uint32_t c0, uint32_t c1, uint32_t k, int shared, int carry, double M)
+/* The candidates' norms cand (Hkv, nc, 1) summed over the KV heads: (1, 1, nc) (a product of
+ * the (nc, Hkv) transposition with public ones: local). */
+static uint32_t heads_sum(opb *b, uint32_t cand, uint32_t Hkv, uint32_t nc)
+{
+    uint32_t t = opb_transpose(b, cand, 1, Hkv, nc, "cmp.cand_heads");
+    uint32_t sum = opb_matmul_pub(b, t, opb_shared(b, "cmp.hsum_ones", OPT_PUBLIC, 1, Hkv, 1), nc,
+                                  Hkv, 1, opb_tensor(b, "cmp.cand_sum", OPT_TEMP, 1, nc, 1));
+    return opb_transpose(b, sum, 1, nc, 1, "cmp.sum_row");
+}
+
+/* The candidates' norms of the state nst (Hkv, max_len, 1) as a row per KV head, or shared the
+ * layer's sum as each KV head's (views and local products): the scores a selection ranks. */
+static uint32_t cand_row(opb *b, uint32_t nst, uint32_t Hkv, uint32_t c0, uint32_t nc, int shared)
+{
+    uint32_t cand = opb_rows(b, nst, Hkv, c0, nc, 1, "cmp.cand");
+    if (!shared || Hkv == 1)
+        return opb_transpose(b, cand, Hkv, nc, 1, "cmp.cand_row");
+    return heads_copies(b, heads_sum(b, cand, Hkv, nc), Hkv, nc, "cmp.sum_heads");
+}
+
+/* The top k of the candidates [c0, c1) of the norms nst, per KV head or (shared) one per layer,
+ * and the gather of their cached [K | V] rows (Hkv, k, 2d); *row: the scores ranked. */
+static uint32_t topk_gather(opb *b, uint32_t nst, uint32_t Hkv, uint32_t d, uint32_t kv_len,
+                            uint32_t c0, uint32_t c1, uint32_t k, int shared, uint32_t out,
+                            uint32_t *row)
 {
     uint32_t nc = c1 - c0;
     uint32_t cand = opb_rows(b, nst, Hkv, c0, nc, 1, "cmp.cand");
-    uint32_t row, oh;
+    uint32_t oh;
     if (shared && Hkv > 1) {
-        /* COST: the KV heads' norms of each candidate summed (a product of the (nc, Hkv)
-         * transposition with public ones: local), one top-k per layer, its one-hot as each
-         * KV head's (local) */
-        uint32_t t = opb_transpose(b, cand, 1, Hkv, nc, "cmp.cand_heads");
-        uint32_t sum =
-            opb_matmul_pub(b, t, opb_shared(b, "cmp.hsum_ones", OPT_PUBLIC, 1, Hkv, 1), nc, Hkv, 1,
-                           opb_tensor(b, "cmp.cand_sum", OPT_TEMP, 1, nc, 1));
-        uint32_t srow = opb_transpose(b, sum, 1, nc, 1, "cmp.sum_row");
-        uint32_t one = opb_tensor(b, "cmp.topk", OPT_TEMP, 1, k, nc);
+        /* COST: one top-k per layer of the KV heads' summed norms, its one-hot as each KV
+         * head's (local) */
+        uint32_t srow = heads_sum(b, cand, Hkv, nc),
+                 one = opb_tensor(b, "cmp.topk", OPT_TEMP, 1, k, nc);
         opb_op(b, OP_TOPK, 1, 1, 0, nc, srow, OP_NONE, OP_NONE, one, 0, (int32_t)k, 0);
         oh = heads_copies(b, one, Hkv, k * nc, "cmp.topk_heads");
         /* the layer's score as each KV head's, for the check's ties (local) */
-        row = heads_copies(b, srow, Hkv, nc, "cmp.sum_heads");
+        *row = heads_copies(b, srow, Hkv, nc, "cmp.sum_heads");
     } else {
         /* COST: one top-k of the candidates per KV head */
-        row = opb_transpose(b, cand, Hkv, nc, 1, "cmp.cand_row");
+        *row = opb_transpose(b, cand, Hkv, nc, 1, "cmp.cand_row");
         oh = opb_tensor(b, "cmp.topk", OPT_TEMP, Hkv, k, nc);
-        opb_op(b, OP_TOPK, Hkv, 1, 0, nc, row, OP_NONE, OP_NONE, oh, 0, (int32_t)k, 0);
+        opb_op(b, OP_TOPK, Hkv, 1, 0, nc, *row, OP_NONE, OP_NONE, oh, 0, (int32_t)k, 0);
     }
     /* COST: the gather of the kept candidates' [K | V] rows, per KV head */
     uint32_t kv = pcheck_input(b, PCHECK_IN_KV, Hkv, kv_len, 2 * d);
     uint32_t tab = opb_rows(b, kv, Hkv, c0, nc, 2 * d, "cmp.kv_cand");
-    uint32_t out = opb_tensor(b, "cmp.gather", OPT_TEMP, Hkv, k, 2 * d);
+    if (out == OP_NONE)
+        out = opb_tensor(b, "cmp.gather", OPT_TEMP, Hkv, k, 2 * d);
     opb_op(b, OP_GATHER, Hkv, k, nc, 2 * d, oh, tab, OP_NONE, out, OPF_NO_TRUNC, 0, 0);
+    return out;
+}
+
+void compose_keynorm_select(opb *b, uint32_t nst, uint32_t Hkv, uint32_t d, uint32_t kv_len,
+                            uint32_t c0, uint32_t c1, uint32_t k, int shared, int carry, double M)
+{
+    uint32_t row;
+    uint32_t out = topk_gather(b, nst, Hkv, d, kv_len, c0, c1, k, shared, OP_NONE, &row);
     if (carry) /* the kept rows, the selection of the steps until the next one (a view) */
         opb_put(b, out, opb_shared(b, "cmp.kept", OPT_CACHE, Hkv, k, 2 * d), Hkv, 0, k, 2 * d);
-    pcheck_selection(b, out, k, c0, c1, row, keynorm_tol(Hkv, d, shared, M));
+    pcheck_selection(b, out, k, c0, c1, row, compose_keynorm_tol(Hkv, d, shared, M));
 }
 
 void compose_keynorm_kept(opb *b, uint32_t nst, uint32_t Hkv, uint32_t d, uint32_t kv_len,
-                          uint32_t c0, uint32_t c1, uint32_t k, double M)
+                          uint32_t c0, uint32_t c1, uint32_t k, int shared, double M)
 {
     /* no ops: the step attends the rows the last selection gathered (its state); the entries
      * cached since, like its window, are public positions. Named for the check with the
-     * candidates' norms (views of the carried norms: local) */
+     * candidates' norms (views of the carried norms, shared their sum: local) */
     pcheck_input(b, PCHECK_IN_KV, Hkv, kv_len, 2 * d);
     uint32_t kept = opb_shared(b, "cmp.kept", OPT_CACHE, Hkv, k, 2 * d);
-    uint32_t row = opb_transpose(b, opb_rows(b, nst, Hkv, c0, c1 - c0, 1, "cmp.cand"), Hkv, c1 - c0,
-                                 1, "cmp.cand_row");
-    pcheck_selection(b, kept, k, c0, c1, row, keynorm_tol(Hkv, d, 0, M));
+    uint32_t row = cand_row(b, nst, Hkv, c0, c1 - c0, shared);
+    pcheck_selection(b, kept, k, c0, c1, row, compose_keynorm_tol(Hkv, d, shared, M));
+}
+
+void compose_keynorm_once_shared(opb *b, int phase, uint32_t Hkv, uint32_t d, uint32_t max_len,
+                                 uint32_t kv_len, uint32_t c0, uint32_t c1, uint32_t k, double M)
+{
+    if (phase == PHASE_DECODE) { /* the prompt's norms (state) name the kept rows' scores */
+        uint32_t nst = opb_shared(b, "cmp.norm", OPT_CACHE, Hkv, max_len, 1);
+        compose_keynorm_kept(b, nst, Hkv, d, kv_len, c0, c1, k, 1, M);
+        return;
+    }
+    /* COST: the prompt keys' squared norms into state (compose_key_norms: local sums), one
+     * top-k per layer of the KV heads' sums and each KV head's rows gathered by it into the
+     * state the decode steps name */
+    uint32_t nst = compose_key_norms(b, Hkv, d, max_len, kv_len, 0);
+    uint32_t row, kept = opb_shared(b, "cmp.kept", OPT_CACHE, Hkv, k, 2 * d);
+    topk_gather(b, nst, Hkv, d, kv_len, c0, c1, k, 1, kept, &row);
 }
 
 void compose_keynorm_once(opb *b, int phase, uint32_t Hkv, uint32_t d, uint32_t kv_len, uint32_t c0,
@@ -113,5 +157,66 @@ void compose_keynorm_once(opb *b, int phase, uint32_t Hkv, uint32_t d, uint32_t 
     /* COST: the prompt's top k of the candidates per KV head and the gather of their [K | V]
      * rows into state, the rows each decode step names (snapkv's: snap_select_emit); the
      * entries cached after the prompt are public positions. Ties: as the per-step path's. */
-    snap_select_emit(b, phase, sc, Hkv, 2 * d, kv_len, c0, c1, k, keynorm_tol(Hkv, d, 0, M));
+    snap_select_emit(b, phase, sc, Hkv, 2 * d, kv_len, c0, c1, k,
+                     compose_keynorm_tol(Hkv, d, 0, M));
+}
+
+int compose_keynorm_emit(const compose_kn *kn, int phase, uint32_t layer, uint32_t kv_len,
+                         op_program *prog, const char *name, errbuf *e)
+{
+    const policy_env *v = kn->env;
+    uint32_t Hkv = v->n_kv_heads, d = v->head_dim, k = kn->k, c0 = kn->c0, c1 = kn->c1;
+    int pre = phase == PHASE_PREFILL;
+    if (kn->once && k >= c1 - c0)
+        return MS_OK; /* every candidate kept: no selection */
+    opb b;
+    opb_init(&b, prog, phase, (int)layer, OPC_POLICY, NULL);
+    if (kn->once && kn->shared) {
+        compose_keynorm_once_shared(&b, phase, Hkv, d, v->max_len, kv_len, c0, c1, k, kn->M);
+    } else if (kn->once) {
+        compose_keynorm_once(&b, phase, Hkv, d, kv_len, c0, c1, k, kn->M);
+    } else {
+        /* COST: the new keys' squares and their sum (a product with public ones: local) */
+        uint32_t nst =
+            compose_key_norms(&b, Hkv, d, v->max_len, pre ? kv_len : 1, pre ? 0 : kv_len);
+        /* every N steps, a step between selections attends the rows of the last one's
+         * candidates (the state "cmp.kept") */
+        if (!pre && k > 0 && k < c1 - c0 && kn->at < kv_len)
+            compose_keynorm_kept(&b, nst, Hkv, d, kv_len, c0, c1, k, kn->shared, kn->M);
+        else if (!pre && k > 0 && k < c1 - c0)
+            compose_keynorm_select(&b, nst, Hkv, d, kv_len, c0, c1, k, kn->shared, kn->every > 1,
+                                   kn->M);
+    }
+    return policy_emit_done(&b, name, e);
+}
+
+uint32_t compose_keynorm_pages(opb *b, uint32_t nst, uint32_t Hkv, uint32_t c0, uint32_t c1,
+                               uint32_t S)
+{
+    /* the candidates' norms in whole pages, the rows before c0 and past c1 zero (x − x), each
+     * page's sum by a product with public ones (local) */
+    uint32_t u0 = c0 / S, nu = (c1 + S - 1) / S - u0, nc = c1 - c0, lead = c0 - u0 * S;
+    uint32_t cand = opb_rows(b, nst, Hkv, c0, nc, 1, "cmp.cand");
+    uint32_t padded = opb_tensor(b, "cmp.cand_pages", OPT_TEMP, Hkv, nu * S, 1);
+    opb_put(b, cand, padded, Hkv, lead, nc, 1);
+    if (nc < nu * S) {
+        uint32_t one = opb_rows(b, cand, Hkv, 0, 1, 1, "cmp.cand_one");
+        uint32_t zero = opb_op(b, OP_SUB, Hkv, 1, 0, 1, one, one, OP_NONE,
+                               opb_tensor(b, "cmp.cand_zero", OPT_TEMP, Hkv, 1, 1), 0, 0, 0);
+        for (uint32_t r = 0; r < nu * S; r++)
+            if (r < lead || r >= lead + nc)
+                opb_put(b, zero, padded, Hkv, r, 1, 1);
+    }
+    uint32_t pones = opb_shared(b, "cmp.page_ones", OPT_PUBLIC, 1, S, 1);
+    uint32_t ps = opb_matmul_pub(b, padded, pones, Hkv * nu, S, 1,
+                                 opb_tensor(b, "cmp.page_sum", OPT_TEMP, Hkv, nu, 1));
+    return opb_transpose(b, ps, Hkv, nu, 1, "cmp.page_row");
+}
+
+/* An entry's norm within (√d·‖k‖ + 2d)·2⁻ᶠ + its float's 2⁻²⁴ (as the token path), a page's
+ * sum of S of them with the float sum's relative S·2⁻²⁴; twice. */
+double compose_keynorm_page_tol(uint32_t d, uint32_t S, double M)
+{
+    double u = ldexp(1, -pcheck_frac_bits());
+    return 2 * S * (((d + M) / 2 + 2 * d) * u + M * (S + 1) * 0x1p-24);
 }

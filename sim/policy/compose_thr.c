@@ -6,8 +6,7 @@
  * not opened: every candidate's [K | V] row stays in the step's attention, and a dropped one's
  * attention score is biased by −PCHECK_PAD_BIAS before the softmax (pcheck_selection_bias), as
  * quest's padding rows are — nothing of the scores is revealed, and no attention is saved
- * (POLICIES.md "A threshold on shares"). Also the per-page sums of the candidates' key norms that
- * the top-k pages rank (compose.c cs_emit_pages). */
+ * (POLICIES.md "A threshold on shares"). */
 #include "compose_int.h"
 #include "page_ops.h"
 #include "pcheck.h"
@@ -22,29 +21,6 @@ int compose_thr_shaped(const cspec *sp, uint32_t every, double frac)
            ((sp->score == SC_BOUNDS && step) ||
             (sp->score == SC_ATT && step && !sp->share_all && sp->page <= 1) ||
             (sp->score == SC_KEYNORM && (step || sp->when == W_ONCE || frac <= 0)));
-}
-
-uint32_t compose_keynorm_pages(opb *b, uint32_t nst, uint32_t Hkv, uint32_t c0, uint32_t c1,
-                               uint32_t S)
-{
-    /* the candidates' norms in whole pages, the rows before c0 and past c1 zero (x − x),
-     * each page's sum by a product with public ones (local) */
-    uint32_t u0 = c0 / S, nu = (c1 + S - 1) / S - u0, nc = c1 - c0, lead = c0 - u0 * S;
-    uint32_t cand = opb_rows(b, nst, Hkv, c0, nc, 1, "cmp.cand");
-    uint32_t padded = opb_tensor(b, "cmp.cand_pages", OPT_TEMP, Hkv, nu * S, 1);
-    opb_put(b, cand, padded, Hkv, lead, nc, 1);
-    if (nc < nu * S) {
-        uint32_t one = opb_rows(b, cand, Hkv, 0, 1, 1, "cmp.cand_one");
-        uint32_t zero = opb_op(b, OP_SUB, Hkv, 1, 0, 1, one, one, OP_NONE,
-                               opb_tensor(b, "cmp.cand_zero", OPT_TEMP, Hkv, 1, 1), 0, 0, 0);
-        for (uint32_t r = 0; r < nu * S; r++)
-            if (r < lead || r >= lead + nc)
-                opb_put(b, zero, padded, Hkv, r, 1, 1);
-    }
-    uint32_t pones = opb_shared(b, "cmp.page_ones", OPT_PUBLIC, 1, S, 1);
-    uint32_t ps = opb_matmul_pub(b, padded, pones, Hkv * nu, S, 1,
-                                 opb_tensor(b, "cmp.page_sum", OPT_TEMP, Hkv, nu, 1));
-    return opb_transpose(b, ps, Hkv, nu, 1, "cmp.page_row");
 }
 
 /* x (Hkv, nu) of the candidate units [u0, u0 + nu) of S entries as a value per candidate entry

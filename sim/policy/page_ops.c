@@ -155,9 +155,19 @@ double page_bounds_tol(double qmax, double kmax, uint32_t d, uint32_t G, int fra
     return 2 * n * ((qmax + kmax) * u / 2 + 2 * u + gam * qmax * kmax);
 }
 
-void page_select(opb *pe, const char *pfx, uint32_t row, uint32_t H, uint32_t Hkv, uint32_t c0,
-                 uint32_t np, uint32_t kp, uint32_t S, uint32_t d, uint32_t r1, uint32_t kv_len,
-                 double tol)
+/* The biases' shape of a selection of kp pages of S (pcheck_selection_bias): (Hkv, kp, S), or
+ * repeated for the G query heads of a KV head (Hkv, G, kp·S). */
+static void bias_dims(uint32_t G, uint32_t kp, uint32_t S, uint32_t *rows, uint32_t *cols)
+{
+    *rows = G > 1 ? G : kp;
+    *cols = G > 1 ? kp * S : S;
+}
+
+/* page_select, its selection named (name) and/or carried into state (max_len: the state's
+ * rows of entry scores; 0: none carried). */
+static void page_sel(opb *pe, const char *pfx, uint32_t row, uint32_t H, uint32_t Hkv, uint32_t c0,
+                     uint32_t np, uint32_t kp, uint32_t S, uint32_t d, uint32_t r1, uint32_t kv_len,
+                     double tol, int name, uint32_t max_len)
 {
     char n[48];
     uint32_t u0 = c0 / S, G = H / Hkv, nu = np - u0, r0 = u0 * S, nk = (kv_len + S - 1) / S;
@@ -177,8 +187,15 @@ void page_select(opb *pe, const char *pfx, uint32_t row, uint32_t H, uint32_t Hk
     uint32_t ent =
         opb_matmul_pub(pe, row, ones_s, Hkv * nu, 1, S,
                        opb_tensor(pe, nm(n, pfx, "score_entry"), OPT_TEMP, Hkv, nu * S, 1));
-    pcheck_selection(pe, sel, kp * S, c0, r1,
-                     opb_rows(pe, ent, Hkv, c0 - r0, r1 - c0, 1, nm(n, pfx, "score_entries")), tol);
+    uint32_t sc = opb_rows(pe, ent, Hkv, c0 - r0, r1 - c0, 1, nm(n, pfx, "score_entries"));
+    if (max_len) { /* the rows and their scores, the selection of the steps until the next one */
+        opb_put(pe, sel, opb_shared(pe, nm(n, pfx, "kept"), OPT_CACHE, Hkv, kp * S, 2 * d), Hkv, 0,
+                kp * S, 2 * d);
+        opb_put(pe, sc, opb_shared(pe, nm(n, pfx, "kept_score"), OPT_CACHE, Hkv, max_len, 1), Hkv,
+                0, r1 - c0, 1);
+    }
+    if (name)
+        pcheck_selection(pe, sel, kp * S, c0, r1, sc, tol);
     if (c0 > r0 || r1 < np * S) {
         /* the first candidate page's rows before c0 (sinks) and the last one's past r1
          * (padding past kv_len, or the recent window's) are no candidates, the sinks and the
@@ -196,8 +213,47 @@ void page_select(opb *pe, const char *pfx, uint32_t row, uint32_t H, uint32_t Hk
                            opb_tensor(pe, nm(n, pfx, "pad_bias"), OPT_TEMP, Hkv, kp, S));
         if (G > 1)
             bias = repeat(pe, bias, Hkv, kp * S, G, nm(n, pfx, "pad_heads"));
-        pcheck_selection_bias(pe, bias);
+        uint32_t br, bc;
+        bias_dims(G, kp, S, &br, &bc);
+        if (max_len)
+            opb_put(pe, bias, opb_shared(pe, nm(n, pfx, "kept_bias"), OPT_CACHE, Hkv, br, bc), Hkv,
+                    0, br, bc);
+        if (name)
+            pcheck_selection_bias(pe, bias);
     }
+}
+
+void page_select(opb *pe, const char *pfx, uint32_t row, uint32_t H, uint32_t Hkv, uint32_t c0,
+                 uint32_t np, uint32_t kp, uint32_t S, uint32_t d, uint32_t r1, uint32_t kv_len,
+                 double tol)
+{
+    page_sel(pe, pfx, row, H, Hkv, c0, np, kp, S, d, r1, kv_len, tol, 1, 0);
+}
+
+void page_select_carry(opb *pe, const char *pfx, uint32_t row, uint32_t H, uint32_t Hkv,
+                       uint32_t c0, uint32_t np, uint32_t kp, uint32_t S, uint32_t d, uint32_t r1,
+                       uint32_t kv_len, double tol, int name, uint32_t max_len)
+{
+    page_sel(pe, pfx, row, H, Hkv, c0, np, kp, S, d, r1, kv_len, tol, name, max_len);
+}
+
+void page_select_kept(opb *pe, const char *pfx, uint32_t H, uint32_t Hkv, uint32_t c0, uint32_t np,
+                      uint32_t kp, uint32_t S, uint32_t d, uint32_t r1, uint32_t kv_len, double tol,
+                      uint32_t max_len)
+{
+    /* no ops: the step attends the rows the last selection gathered (its state) and their
+     * biases; the entries cached since are public positions. Named for the check with the
+     * selecting step's scores (a view) */
+    char n[48];
+    uint32_t G = H / Hkv, r0 = c0 / S * S, br, bc;
+    pcheck_input(pe, PCHECK_IN_KV, Hkv, kv_len, 2 * d);
+    uint32_t kept = opb_shared(pe, nm(n, pfx, "kept"), OPT_CACHE, Hkv, kp * S, 2 * d);
+    uint32_t sc = opb_shared(pe, nm(n, pfx, "kept_score"), OPT_CACHE, Hkv, max_len, 1);
+    pcheck_selection(pe, kept, kp * S, c0, r1,
+                     opb_rows(pe, sc, Hkv, 0, r1 - c0, 1, nm(n, pfx, "score_entries")), tol);
+    bias_dims(G, kp, S, &br, &bc);
+    if (c0 > r0 || r1 < np * S)
+        pcheck_selection_bias(pe, opb_shared(pe, nm(n, pfx, "kept_bias"), OPT_CACHE, Hkv, br, bc));
 }
 
 /* U_p = Σ_h Σ_i max(q_i·m_i, q_i·M_i) over the query heads h of KV head g, in float: the

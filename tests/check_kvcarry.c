@@ -1,0 +1,157 @@
+/* check_kvcarry.c — compositions whose selection is carried in state from step to step, on
+ * mpcsim's operands: pages selected once after the prompt or every N decode steps
+ * (page_ops.c page_select_carry, page_select_kept: the gathered pages, their entries' scores
+ * and their biases carried in state), by summed key norms or by the query against the pages'
+ * bounds; and key norms evicting for good (compose_knperm.c: H2O's table of kept rows with
+ * their norm, an arg-min eviction and a compaction at every step). `validate --policy` runs them on
+ * secret shares in semi2k and aby3 (every op as predicted, each decode mask equal to its select()
+ * over the session's own values), and `policy check` finds their ops' kept sets equal to
+ * select()'s. Each of them kept the plaintext replay's kept sets with a NOTE before, and policy
+ * check said "cost declared". */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "testdir.h"
+
+TESTDIR("check_kvcarry")
+
+/* The pages of 4 with the largest summed key norms, the top 8 entries (2 of the prompt's 4
+ * pages) chosen once after the prompt (notes' pgonce shape). */
+static const char pgonce_yaml[] = "name: pgonce_t\nscore: key_norm\ngranularity: {page: 4}\n"
+                                  "when: once\nselect: {topk: 8}\n";
+/* The same re-chosen every 2 decode steps (at 18 and 20 cached entries the last candidate page
+ * is partial: its rows past the cached ones padding, biased out, carried to the step after). */
+static const char pgevery_yaml[] = "name: pgevery_t\nscore: key_norm\ngranularity: {page: 4}\n"
+                                   "when: {every: 2}\nselect: {topk: 8}\n";
+/* Once beside 4 sinks and a window of 2 that ends inside the last candidate page (its window
+ * rows gathered with it, biased out). */
+static const char pgoncew_yaml[] = "name: pgoncew_t\nsinks: 4\nrecent: 2\nscore: key_norm\n"
+                                   "granularity: {page: 4}\nwhen: once\nselect: {topk: 8}\n";
+/* Quest's bound score every 2 decode steps beside 4 sinks and a window of 3: the selecting
+ * step's query against the pages' bounds, the carried scores those of that query. */
+static const char pgbevery_yaml[] = "name: pgbevery_t\nsinks: 4\nrecent: 3\nscore: page_bounds\n"
+                                    "granularity: {page: 4}\nwhen: {every: 2}\n"
+                                    "select: {topk: 8}\n";
+
+/* Key norms evicting for good beside a window of 4 (notes' knperm shape): the prompt's top 6 of
+ * its 12 candidates, then at every step the least norm of the 6 kept and the entry leaving the
+ * window evicted. */
+static const char knperm_yaml[] = "name: knperm_t\nrecent: 4\nscore: key_norm\n"
+                                  "evict: permanent\nselect: {topk: 6}\n";
+/* The same beside 2 sinks, a window of 3, the top 5. */
+static const char knperms_yaml[] = "name: knperms_t\nsinks: 2\nrecent: 3\nscore: key_norm\n"
+                                   "evict: permanent\nselect: {topk: 5}\n";
+
+/* Prompt 16, 8 decode steps: 5 layers x 4 KV heads x 8 steps = 160 masks, each equal to its
+ * select() over the session's values, every op as predicted, no NOTE. */
+static void carry_on(const char *proto, const char *file, const char *text, const char *name)
+{
+    char out[1 << 14], own[120];
+    char *yaml = strdup(th_file(&td, file, text));
+    th_cli_expect(out, sizeof out, 0,
+                  "bytes and rounds of every op of the 9 steps equal the "
+                  "prediction: yes",
+                  "validate --model stories260K -p %s --accuracy 24 --prompt 16 --policy '%s'",
+                  proto, yaml);
+    ck_assert_msg(!strstr(out, "has no selection on shares"), "%s", out);
+    snprintf(own, sizeof own, "selection on shares from %s's own emitted ops", name);
+    ck_assert_msg(strstr(out, own), "%s", out);
+    th_own_select(out, 160);
+    free(yaml);
+}
+
+/* policy check over 32 decode steps: 5 x 4 x 32 = 640 masks, every one chosen by the ops. */
+static void carry_check(const char *file, const char *text, const char *name)
+{
+    char out[1 << 13], want[80];
+    char *yaml = strdup(th_file(&td, file, text));
+    snprintf(want, sizeof want, "%s: match", name);
+    th_cli_expect(out, sizeof out, 0, want, "policy check '%s' --prompt 16", yaml);
+    ck_assert_uint_eq(th_chosen(out), 640);
+    free(yaml);
+}
+
+START_TEST(test_pgonce_semi2k) { carry_on("semi2k", "pgonce.yaml", pgonce_yaml, "pgonce_t"); }
+END_TEST
+
+START_TEST(test_pgonce_aby3) { carry_on("aby3", "pgonce.yaml", pgonce_yaml, "pgonce_t"); }
+END_TEST
+
+START_TEST(test_pgevery_semi2k) { carry_on("semi2k", "pgevery.yaml", pgevery_yaml, "pgevery_t"); }
+END_TEST
+
+START_TEST(test_pgevery_aby3) { carry_on("aby3", "pgevery.yaml", pgevery_yaml, "pgevery_t"); }
+END_TEST
+
+START_TEST(test_pgoncew_semi2k) { carry_on("semi2k", "pgoncew.yaml", pgoncew_yaml, "pgoncew_t"); }
+END_TEST
+
+START_TEST(test_pgoncew_aby3) { carry_on("aby3", "pgoncew.yaml", pgoncew_yaml, "pgoncew_t"); }
+END_TEST
+
+START_TEST(test_pgbevery_semi2k)
+{
+    carry_on("semi2k", "pgbevery.yaml", pgbevery_yaml, "pgbevery_t");
+}
+END_TEST
+
+START_TEST(test_pgbevery_aby3) { carry_on("aby3", "pgbevery.yaml", pgbevery_yaml, "pgbevery_t"); }
+END_TEST
+
+START_TEST(test_pages_carried_check)
+{
+    carry_check("pgonce.yaml", pgonce_yaml, "pgonce_t");
+    carry_check("pgevery.yaml", pgevery_yaml, "pgevery_t");
+    carry_check("pgoncew.yaml", pgoncew_yaml, "pgoncew_t");
+    carry_check("pgbevery.yaml", pgbevery_yaml, "pgbevery_t");
+}
+END_TEST
+
+START_TEST(test_knperm_semi2k) { carry_on("semi2k", "knperm.yaml", knperm_yaml, "knperm_t"); }
+END_TEST
+
+START_TEST(test_knperm_aby3) { carry_on("aby3", "knperm.yaml", knperm_yaml, "knperm_t"); }
+END_TEST
+
+START_TEST(test_knperms_semi2k) { carry_on("semi2k", "knperms.yaml", knperms_yaml, "knperms_t"); }
+END_TEST
+
+START_TEST(test_knperms_aby3) { carry_on("aby3", "knperms.yaml", knperms_yaml, "knperms_t"); }
+END_TEST
+
+START_TEST(test_knperm_check)
+{
+    carry_check("knperm.yaml", knperm_yaml, "knperm_t");
+    carry_check("knperms.yaml", knperms_yaml, "knperms_t");
+}
+END_TEST
+
+/* Once, candidate pages that reach past a prompt of 14 (a partial page before any decode
+ * step): its ops would read padding at the prompt, so it keeps the replay's kept sets with the
+ * NOTE, every op still as predicted. */
+START_TEST(test_pgonce_partial_prompt)
+{
+    char out[1 << 14];
+    char *yaml = strdup(th_file(&td, "pgonce.yaml", pgonce_yaml));
+    th_cli_expect(out, sizeof out, 0, "NOTE: pgonce_t has no selection on shares",
+                  "validate --model stories260K -p semi2k --accuracy 24 --prompt 14 --policy '%s'",
+                  yaml);
+    ck_assert_msg(strstr(out, "prediction: yes"), "%s", out);
+    free(yaml);
+}
+END_TEST
+
+Suite *kvcarry_suite(void)
+{
+    Suite *s = suite_create("kvcarry");
+    TCase *tc = th_case(s, "core", 0);
+    TESTDIR_USE(tc);
+    TH_TESTS(tc, test_pgonce_semi2k, test_pgonce_aby3, test_pgevery_semi2k, test_pgevery_aby3,
+             test_pgoncew_semi2k, test_pgoncew_aby3, test_pgbevery_semi2k, test_pgbevery_aby3,
+             test_pages_carried_check, test_pgonce_partial_prompt, test_knperm_semi2k,
+             test_knperm_aby3, test_knperms_semi2k, test_knperms_aby3, test_knperm_check);
+    return s;
+}
