@@ -112,24 +112,6 @@ static int arg_dbl(const cslot *sl, const policy_args *a, const char *key, doubl
     return has_param(sl, key) ? policy_arg_double(&sl->ops, a, key, out, e) : MS_OK;
 }
 
-/* The pyramid's top-k entries of layer l of L (PyramidKV, Zefan-Cai/KVCache-Factory
- * pyramidkv_utils.py PyramidKVCluster, as sim/policy/policy_pyramidkv.c): C the mean capacity,
- * w the kept sinks and window, integer divisions as the Python code; UINT32_MAX: none. */
-static uint32_t pyramid_k(int64_t P, int64_t C, int64_t w, int64_t beta, int64_t L, int64_t l)
-{
-    if (P < C)
-        return UINT32_MAX;
-    if (P < 2 * (C - w))
-        return C > w ? (uint32_t)(C - w) : 0;
-    int64_t lo = (C - w) / beta, hi = 2 * (C - w) - lo;
-    if (hi >= P - w) {
-        hi = P - w;
-        lo = 2 * (C - w) - hi;
-    }
-    int64_t step = L > 1 ? (hi - lo) / (L - 1) : 0, b = hi - l * step;
-    return b < 0 ? 0 : (uint32_t)b;
-}
-
 static int cs_init_at(size_t slot, const policy_env *env, const policy_args *a, void **st,
                       errbuf *e)
 {
@@ -240,7 +222,7 @@ static int cs_init_at(size_t slot, const policy_env *env, const policy_args *a, 
         }
         ok = ok && (s->lk = calloc(v->n_layers + 1, sizeof *s->lk));
         for (uint32_t l = 0; ok && l < v->n_layers; l++)
-            s->lk[l] = pyramid_k(P, C, w, beta, v->n_layers, l);
+            s->lk[l] = compose_pyramid_k(P, C, w, beta, v->n_layers, l);
     }
     if (!ok) {
         cs_fini(s);
@@ -664,37 +646,44 @@ static uint32_t cs_count(void *st, uint32_t layer, uint32_t pos)
  * `policy check` runs and the secure session executes on shares (compose_keynorm.c): the new
  * keys' squared norms into a carried state, the top-k of the candidates' (per KV head, or one
  * per layer of their sums) and the gather of their cached [K | V] rows named as the selection
- * (every N: kept in state too, which the steps between selections name). */
+ * (every N: kept in state too, which the steps between selections name). A selection shared
+ * across layers at every step: the later layers of a group gather their own rows by the
+ * first's one-hot rows (compose_shlay.c). */
 static int cs_emit_keynorm(cstate *s, int phase, uint32_t layer, uint32_t kv_len, op_program *prog,
                            errbuf *e)
 {
     const policy_env *v = &s->env;
     uint32_t Hkv = v->n_kv_heads, d = v->head_dim, sinks, recent, k, c0, c1;
     int pre = phase == PHASE_PREFILL, sp_shared = s->sp->share_all;
-    uint32_t t = pre ? kv_len : 1, r0 = pre ? 0 : kv_len;
+    uint32_t t = pre ? kv_len : 1, r0 = pre ? 0 : kv_len, lead = leader(s, layer);
     opb b;
     opb_init(&b, prog, phase, (int)layer, OPC_POLICY, NULL);
-    /* COST: the new keys' squares and their sum (a product with public ones: local) */
-    uint32_t nst = compose_key_norms(&b, Hkv, d, v->max_len, t, r0);
+    /* COST: the new keys' squares and their sum (a product with public ones: local); a layer
+     * sharing its leader's selection has no scores of its own */
+    uint32_t nst = lead == layer ? compose_key_norms(&b, Hkv, d, v->max_len, t, r0) : OP_NONE;
     /* every N steps: the candidates of the last selecting step, whose rows a step between
      * selections attends (the state "cmp.kept") */
     uint32_t at = pre ? kv_len : kv_len - (kv_len - v->prompt_len) % s->every;
-    budget(s, layer, at, &sinks, &recent, &k);
+    budget(s, lead, at, &sinks, &recent, &k);
     cand_range(at, sinks, recent, &c0, &c1);
     if (!pre && k > 0 && k < c1 - c0) {
         double M = 0; /* the largest candidate score: a KV head's, or shared their sum */
         for (uint32_t j = c0; j < c1; j++) {
             double x = 0;
             for (uint32_t g = 0; g < Hkv; g++) {
-                double y = s->score[((size_t)layer * Hkv + g) * v->max_len + j];
+                double y = s->score[((size_t)lead * Hkv + g) * v->max_len + j];
                 x = sp_shared ? x + y : fmax(x, y);
             }
             M = fmax(M, x);
         }
-        if (at < kv_len)
+        if (lead != layer) /* its own rows by its leader's one-hot rows (compose_shlay.c) */
+            compose_follow_rows(&b, lead, Hkv, d, kv_len, c0, c1, k,
+                                compose_keynorm_tol(Hkv, d, sp_shared, M));
+        else if (at < kv_len)
             compose_keynorm_kept(&b, nst, Hkv, d, kv_len, c0, c1, k, M);
         else
-            compose_keynorm_select(&b, nst, Hkv, d, kv_len, c0, c1, k, sp_shared, s->every > 1, M);
+            compose_keynorm_select(&b, nst, Hkv, d, kv_len, c0, c1, k, sp_shared, s->every > 1, M,
+                                   s->sp->lshare > 1);
     }
     return policy_emit_done(&b, s->sl->name, e);
 }
@@ -705,7 +694,8 @@ static int cs_emit_keynorm(cstate *s, int phase, uint32_t layer, uint32_t kv_len
  * [c0, c1), their rows outside it biased out (sinks, padding, the window: attended as public;
  * select_row keeps a page's candidates only). The step attends c0 + (T − c1) + k·S ≤ T
  * entries where c0 is a page boundary (k ≤ pages − 1, one page partial), otherwise where
- * k·S ≤ c1 − c0 (a budget fixed in T: at the prompt, the fewest candidates). */
+ * k·S ≤ c1 − c0 (a budget fixed in T: at the prompt, the fewest candidates). Shared across
+ * layers, the later layers of a group gather their own pages by the first's one-hot rows. */
 static int pages_real(const cstate *s, uint32_t layer)
 {
     uint32_t P = s->env.prompt_len, S = s->page, sinks, recent, k, c0, c1;
@@ -720,57 +710,43 @@ static int cs_emit_pages(cstate *s, int phase, uint32_t layer, uint32_t kv_len, 
 {
     const policy_env *v = &s->env;
     uint32_t H = v->n_heads, Hkv = v->n_kv_heads, d = v->head_dim, S = s->page;
-    uint32_t sinks, recent, k, c0, c1;
-    int pre = phase == PHASE_PREFILL;
+    uint32_t sinks, recent, k, c0, c1, lead = leader(s, layer);
+    int pre = phase == PHASE_PREFILL, own = lead == layer, group = s->sp->lshare > 1;
     opb b;
     opb_init(&b, prog, phase, (int)layer, OPC_POLICY, NULL);
-    budget(s, layer, kv_len, &sinks, &recent, &k);
+    budget(s, lead, kv_len, &sinks, &recent, &k);
     cand_range(kv_len, sinks, recent, &c0, &c1);
     uint32_t u0 = c0 / S, u1 = (c1 + S - 1) / S, nu = c1 > c0 ? u1 - u0 : 0;
+    /* a layer sharing its leader's selection keeps no scores: it gathers its own rows by the
+     * leader's one-hot rows of the step (compose_page_select) */
     if (s->sp->score == SC_BOUNDS) {
-        uint32_t bst = page_bounds_state(&b, "cmp", Hkv, s->max_pages, d);
-        if (pre) {
+        uint32_t bst = own ? page_bounds_state(&b, "cmp", Hkv, s->max_pages, d) : OP_NONE;
+        if (pre && own) {
             page_bounds_prompt(&b, "cmp", bst, Hkv, kv_len, S, d);
-        } else {
+        } else if (!pre) {
             if (k < nu)
-                page_select(
-                    &b, "cmp", page_bounds_score(&b, "cmp", bst, H, Hkv, u0, nu, d), H, Hkv, c0, u1,
-                    k, S, d, c1, kv_len,
-                    page_bounds_tol(s->qmax[layer], s->kmax[layer], d, s->G, pcheck_frac_bits()));
-            page_bounds_upkeep(&b, "cmp", bst, Hkv, kv_len, S, d, s->max_pages);
+                compose_page_select(
+                    &b, lead, group, own ? page_bounds_score(&b, "cmp", bst, H, Hkv, u0, nu, d) : 0,
+                    H, Hkv, c0, u1, k, S, d, c1, kv_len,
+                    page_bounds_tol(s->qmax[lead], s->kmax[lead], d, s->G, pcheck_frac_bits()));
+            if (own)
+                page_bounds_upkeep(&b, "cmp", bst, Hkv, kv_len, S, d, s->max_pages);
         }
         return policy_emit_done(&b, s->sl->name, e);
     }
     /* COST: the new keys' squares and their sum (a product with public ones: local) */
     uint32_t t = pre ? kv_len : 1, r0 = pre ? 0 : kv_len;
-    uint32_t nst = compose_key_norms(&b, Hkv, d, v->max_len, t, r0);
+    uint32_t nst = own ? compose_key_norms(&b, Hkv, d, v->max_len, t, r0) : OP_NONE;
     if (!pre && k > 0 && k < nu) {
-        /* the candidates' norms in whole pages, the rows before c0 and past c1 zero (x − x),
-         * each page's sum by a product with public ones (local) */
-        uint32_t nc = c1 - c0, lead = c0 - u0 * S;
-        uint32_t cand = opb_rows(&b, nst, Hkv, c0, nc, 1, "cmp.cand");
-        uint32_t padded = opb_tensor(&b, "cmp.cand_pages", OPT_TEMP, Hkv, nu * S, 1);
-        opb_put(&b, cand, padded, Hkv, lead, nc, 1);
-        if (nc < nu * S) {
-            uint32_t one = opb_rows(&b, cand, Hkv, 0, 1, 1, "cmp.cand_one");
-            uint32_t zero = opb_op(&b, OP_SUB, Hkv, 1, 0, 1, one, one, OP_NONE,
-                                   opb_tensor(&b, "cmp.cand_zero", OPT_TEMP, Hkv, 1, 1), 0, 0, 0);
-            for (uint32_t r = 0; r < nu * S; r++)
-                if (r < lead || r >= lead + nc)
-                    opb_put(&b, zero, padded, Hkv, r, 1, 1);
-        }
-        uint32_t pones = opb_shared(&b, "cmp.page_ones", OPT_PUBLIC, 1, S, 1);
-        uint32_t ps = opb_matmul_pub(&b, padded, pones, Hkv * nu, S, 1,
-                                     opb_tensor(&b, "cmp.page_sum", OPT_TEMP, Hkv, nu, 1));
-        uint32_t row = opb_transpose(&b, ps, Hkv, nu, 1, "cmp.page_row");
         /* ties: an entry's norm within (√d·‖k‖ + 2d)·2⁻¹⁸ + its float's 2⁻²⁴ (as the token
          * path), a page's sum of S of them with the float sum's relative S·2⁻²⁴; twice */
         double M = 0, u = ldexp(1, -pcheck_frac_bits());
         for (uint32_t g = 0; g < Hkv; g++)
             for (uint32_t j = c0; j < c1; j++)
-                M = fmax(M, s->score[((size_t)layer * Hkv + g) * v->max_len + j]);
+                M = fmax(M, s->score[((size_t)lead * Hkv + g) * v->max_len + j]);
         double tol = 2 * S * (((d + M) / 2 + 2 * d) * u + M * (S + 1) * 0x1p-24);
-        page_select(&b, "cmp", row, H, Hkv, c0, u1, k, S, d, c1, kv_len, tol);
+        uint32_t row = own ? compose_keynorm_pages(&b, nst, Hkv, c0, c1, S) : 0;
+        compose_page_select(&b, lead, group, row, H, Hkv, c0, u1, k, S, d, c1, kv_len, tol);
     }
     return policy_emit_done(&b, s->sl->name, e);
 }
@@ -877,14 +853,14 @@ static int cs_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const u
         return policy_emit_done(&b, s->sl->name, e);
     }
     if (sp->score == SC_KEYNORM && sp->sel == K_TOPK && s->page == 1 && sp->when == W_STEP &&
-        !sp->permanent && (s->every == 1 || !sp->share_all) && sp->lshare <= 1)
+        !sp->permanent && (s->every == 1 || (!sp->share_all && sp->lshare <= 1)))
         return cs_emit_keynorm(s, phase, layer, kv_len, prog, e);
     compose_att att;
     if (att_real(s, layer, &att))
         return compose_att_emit(&att, phase, layer, kv_len, prog, s->sl->name, e);
     if ((sp->score == SC_KEYNORM || sp->score == SC_BOUNDS) && sp->sel == K_TOPK &&
         sp->when == W_STEP && !sp->permanent && s->every == 1 && !sp->share_all &&
-        sp->lshare <= 1 && pages_real(s, layer))
+        pages_real(s, leader(s, layer)))
         return cs_emit_pages(s, phase, layer, kv_len, prog, e);
     policy_emitter pe;
     opb_init(&pe, prog, phase, (int)layer, OPC_POLICY, NULL);

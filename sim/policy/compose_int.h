@@ -87,11 +87,17 @@ int compose_tova_budget(const void *st, uint32_t *cap, char *why, size_t n);
  * carried state "cmp.norm" (Hkv, max_len, 1), which it returns. compose_keynorm_select: the
  * decode step's top-k of the candidates [c0, c1) of that state, per KV head or (shared) one per
  * layer of the KV heads' sums, and the gather of their cached [K | V] rows named as the
- * selection; M: the largest candidate score (a KV head's, or shared the sum's). */
+ * selection; M: the largest candidate score (a KV head's, or shared the sum's); lead: its one-hot
+ * rows and scores also put into state for the layers sharing its selection (compose_lead_put). */
 uint32_t compose_key_norms(opb *b, uint32_t Hkv, uint32_t d, uint32_t max_len, uint32_t t,
                            uint32_t r0);
 void compose_keynorm_select(opb *b, uint32_t nst, uint32_t Hkv, uint32_t d, uint32_t kv_len,
-                            uint32_t c0, uint32_t c1, uint32_t k, int shared, int carry, double M);
+                            uint32_t c0, uint32_t c1, uint32_t k, int shared, int carry, double M,
+                            int lead);
+/* Pages of S (key_norm summed per page): the candidates [c0, c1) of the norms state nst summed
+ * over each page [⌊c0 / S⌋, ⌈c1 / S⌉), the entries outside them zero: a row (Hkv, 1, pages). */
+uint32_t compose_keynorm_pages(opb *b, uint32_t nst, uint32_t Hkv, uint32_t c0, uint32_t c1,
+                               uint32_t S);
 /* With `when: {every: N}` (carry: the rows also into the state "cmp.kept"), a step between
  * selections names that state, the rows of the candidates [c0, c1) of the last selection. */
 void compose_keynorm_kept(opb *b, uint32_t nst, uint32_t Hkv, uint32_t d, uint32_t kv_len,
@@ -101,6 +107,27 @@ void compose_keynorm_kept(opb *b, uint32_t nst, uint32_t Hkv, uint32_t d, uint32
  * at a decode step (kv_len cached) those rows named as the selection. M: as above. */
 void compose_keynorm_once(opb *b, int phase, uint32_t Hkv, uint32_t d, uint32_t kv_len, uint32_t c0,
                           uint32_t c1, uint32_t k, double M);
+
+/* A selection shared across layers (`share: {layers: N}`, compose_shlay.c): the group's first
+ * layer (its leader) selects; compose_lead_put, in its program (b's layer), puts its one-hot
+ * rows oh (Hkv, k, nu) and the nu candidates' scores row (Hkv × nu) they ranked into state of
+ * its layer's name; compose_follow_rows, in a later layer's program of the same step, gathers
+ * that layer's own cached [K | V] rows of the candidates [c0, c1) by the leader's one-hot rows
+ * and names them as its selection (the leader's scores, tol, for the ties). compose_page_select:
+ * page_select in the leader's program (its state put when group), page_gather of its one-hot
+ * rows in a follower's (row unused). */
+void compose_lead_put(opb *b, uint32_t oh, uint32_t row, uint32_t Hkv, uint32_t k, uint32_t nu);
+void compose_follow_rows(opb *b, uint32_t lead, uint32_t Hkv, uint32_t d, uint32_t kv_len,
+                         uint32_t c0, uint32_t c1, uint32_t k, double tol);
+void compose_page_select(opb *b, uint32_t lead, int group, uint32_t row, uint32_t H, uint32_t Hkv,
+                         uint32_t c0, uint32_t u1, uint32_t k, uint32_t S, uint32_t d, uint32_t c1,
+                         uint32_t kv_len, double tol);
+/* The tie bound of a selection by key norms (compose_keynorm.c): Hkv KV heads of d channels,
+ * shared (their sum) or not, M the largest candidate score. */
+double compose_keynorm_tol(uint32_t Hkv, uint32_t d, int shared, double M);
+
+/* The pyramid's top-k entries of layer l of L (compose_score.c; UINT32_MAX: none). */
+uint32_t compose_pyramid_k(int64_t P, int64_t C, int64_t w, int64_t beta, int64_t L, int64_t l);
 
 /* The random block's score (compose_score.c): a uniform number in [0, 1) from (seed, layer,
  * head, position) (splitmix64). The window votes' pooling is snapkv's (snap_pool1d), the page

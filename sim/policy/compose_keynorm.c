@@ -38,7 +38,7 @@ static uint32_t heads_copies(opb *b, uint32_t x, uint32_t Hkv, uint32_t n, const
  * √d·‖k‖·2⁻ᶠ + 2d·2⁻ᶠ ≤ ((d + s)/2 + 2d)·2⁻ᶠ (+ float's relative 2⁻²⁴), twice; of a run's own
  * keys (two runs' keys round apart: POLICIES.md "Score-side attention"). Shared: the sum of Hkv
  * such norms, n = Hkv·d terms of each kind, the float sum's relative Hkv·2⁻²⁴. */
-static double keynorm_tol(uint32_t Hkv, uint32_t d, int shared, double M)
+double compose_keynorm_tol(uint32_t Hkv, uint32_t d, int shared, double M)
 {
     double u = ldexp(1, -pcheck_frac_bits()), n = shared ? (double)Hkv * d : d;
     double rel = shared ? (double)Hkv * 0x1p-24 : 0x1p-24;
@@ -46,7 +46,8 @@ static double keynorm_tol(uint32_t Hkv, uint32_t d, int shared, double M)
 }
 
 void compose_keynorm_select(opb *b, uint32_t nst, uint32_t Hkv, uint32_t d, uint32_t kv_len,
-                            uint32_t c0, uint32_t c1, uint32_t k, int shared, int carry, double M)
+                            uint32_t c0, uint32_t c1, uint32_t k, int shared, int carry, double M,
+                            int lead)
 {
     uint32_t nc = c1 - c0;
     uint32_t cand = opb_rows(b, nst, Hkv, c0, nc, 1, "cmp.cand");
@@ -78,7 +79,9 @@ void compose_keynorm_select(opb *b, uint32_t nst, uint32_t Hkv, uint32_t d, uint
     opb_op(b, OP_GATHER, Hkv, k, nc, 2 * d, oh, tab, OP_NONE, out, OPF_NO_TRUNC, 0, 0);
     if (carry) /* the kept rows, the selection of the steps until the next one (a view) */
         opb_put(b, out, opb_shared(b, "cmp.kept", OPT_CACHE, Hkv, k, 2 * d), Hkv, 0, k, 2 * d);
-    pcheck_selection(b, out, k, c0, c1, row, keynorm_tol(Hkv, d, shared, M));
+    if (lead) /* the one-hot rows the later layers of its group gather by */
+        compose_lead_put(b, oh, row, Hkv, k, nc);
+    pcheck_selection(b, out, k, c0, c1, row, compose_keynorm_tol(Hkv, d, shared, M));
 }
 
 void compose_keynorm_kept(opb *b, uint32_t nst, uint32_t Hkv, uint32_t d, uint32_t kv_len,
@@ -91,7 +94,7 @@ void compose_keynorm_kept(opb *b, uint32_t nst, uint32_t Hkv, uint32_t d, uint32
     uint32_t kept = opb_shared(b, "cmp.kept", OPT_CACHE, Hkv, k, 2 * d);
     uint32_t row = opb_transpose(b, opb_rows(b, nst, Hkv, c0, c1 - c0, 1, "cmp.cand"), Hkv, c1 - c0,
                                  1, "cmp.cand_row");
-    pcheck_selection(b, kept, k, c0, c1, row, keynorm_tol(Hkv, d, 0, M));
+    pcheck_selection(b, kept, k, c0, c1, row, compose_keynorm_tol(Hkv, d, 0, M));
 }
 
 void compose_keynorm_once(opb *b, int phase, uint32_t Hkv, uint32_t d, uint32_t kv_len, uint32_t c0,
@@ -113,5 +116,29 @@ void compose_keynorm_once(opb *b, int phase, uint32_t Hkv, uint32_t d, uint32_t 
     /* COST: the prompt's top k of the candidates per KV head and the gather of their [K | V]
      * rows into state, the rows each decode step names (snapkv's: snap_select_emit); the
      * entries cached after the prompt are public positions. Ties: as the per-step path's. */
-    snap_select_emit(b, phase, sc, Hkv, 2 * d, kv_len, c0, c1, k, keynorm_tol(Hkv, d, 0, M));
+    snap_select_emit(b, phase, sc, Hkv, 2 * d, kv_len, c0, c1, k,
+                     compose_keynorm_tol(Hkv, d, 0, M));
+}
+
+uint32_t compose_keynorm_pages(opb *b, uint32_t nst, uint32_t Hkv, uint32_t c0, uint32_t c1,
+                               uint32_t S)
+{
+    /* the candidates' norms in whole pages, the rows before c0 and past c1 zero (x − x),
+     * each page's sum by a product with public ones (local) */
+    uint32_t u0 = c0 / S, nu = (c1 + S - 1) / S - u0, nc = c1 - c0, lead = c0 - u0 * S;
+    uint32_t cand = opb_rows(b, nst, Hkv, c0, nc, 1, "cmp.cand");
+    uint32_t padded = opb_tensor(b, "cmp.cand_pages", OPT_TEMP, Hkv, nu * S, 1);
+    opb_put(b, cand, padded, Hkv, lead, nc, 1);
+    if (nc < nu * S) {
+        uint32_t one = opb_rows(b, cand, Hkv, 0, 1, 1, "cmp.cand_one");
+        uint32_t zero = opb_op(b, OP_SUB, Hkv, 1, 0, 1, one, one, OP_NONE,
+                               opb_tensor(b, "cmp.cand_zero", OPT_TEMP, Hkv, 1, 1), 0, 0, 0);
+        for (uint32_t r = 0; r < nu * S; r++)
+            if (r < lead || r >= lead + nc)
+                opb_put(b, zero, padded, Hkv, r, 1, 1);
+    }
+    uint32_t pones = opb_shared(b, "cmp.page_ones", OPT_PUBLIC, 1, S, 1);
+    uint32_t ps = opb_matmul_pub(b, padded, pones, Hkv * nu, S, 1,
+                                 opb_tensor(b, "cmp.page_sum", OPT_TEMP, Hkv, nu, 1));
+    return opb_transpose(b, ps, Hkv, nu, 1, "cmp.page_row");
 }

@@ -1,0 +1,67 @@
+/* compose_shlay.c — a selection shared across layers (`share: {layers: N}`) on real operands:
+ * the first layer of a group of N (its leader, compose.c leader()) selects as a layer of its own
+ * would, and puts its top-k's one-hot rows and the candidates' scores they ranked into state
+ * named by its layer ("L<lead>.cmp.lead_oh", "L<lead>.cmp.lead_row"). Each later layer of the
+ * group, in the same step, names that state and gathers its own cached [K | V] rows of the same
+ * candidates by those one-hot rows: the entries select() keeps for it, which are its leader's
+ * (cs_select). The leader's programs run before its followers' within a step (`policy check`
+ * runs the layers' programs in order, carrying state by name; the secure session splices each
+ * layer's before its attention, in layer order, the state one tensor of the step), so a
+ * follower reads the rows of this step's selection. Its cost is the follower's of the declared
+ * model (cs_emit): one GATHER of its rows per KV head by the leader's one-hot, no score and no
+ * top-k; the state is written by views (local). */
+#include "compose_int.h"
+#include "page_ops.h"
+#include "pcheck.h"
+
+/* The leader's state nm (B, R, C) in this program: the one its ops wrote, or, in a follower's
+ * program, the same name bound to it. */
+static uint32_t lead_state(opb *b, uint32_t lead, const char *nm, uint32_t B, uint32_t R,
+                           uint32_t C)
+{
+    char full[48];
+    op_layer_name(full, (int)lead, nm);
+    uint32_t id = opb_find_as(b, full);
+    return id != OP_NONE ? id : opb_tensor_as(b, full, OPT_CACHE, B, R, C);
+}
+
+void compose_lead_put(opb *b, uint32_t oh, uint32_t row, uint32_t Hkv, uint32_t k, uint32_t nu)
+{
+    uint32_t lead = (uint32_t)b->layer;
+    opb_op(b, OP_VIEW, Hkv, k, 0, nu, oh, OP_NONE, OP_NONE,
+           lead_state(b, lead, "cmp.lead_oh", Hkv, k, nu), 0, 0, 0);
+    opb_op(b, OP_VIEW, Hkv, 1, 0, nu, row, OP_NONE, OP_NONE,
+           lead_state(b, lead, "cmp.lead_row", Hkv, 1, nu), 0, 0, 0);
+}
+
+void compose_follow_rows(opb *b, uint32_t lead, uint32_t Hkv, uint32_t d, uint32_t kv_len,
+                         uint32_t c0, uint32_t c1, uint32_t k, double tol)
+{
+    uint32_t nc = c1 - c0;
+    uint32_t oh = lead_state(b, lead, "cmp.lead_oh", Hkv, k, nc);
+    uint32_t row = lead_state(b, lead, "cmp.lead_row", Hkv, 1, nc);
+    /* COST: its own candidates' [K | V] rows gathered by the leader's one-hot rows */
+    uint32_t kv = pcheck_input(b, PCHECK_IN_KV, Hkv, kv_len, 2 * d);
+    uint32_t tab = opb_rows(b, kv, Hkv, c0, nc, 2 * d, "cmp.kv_cand");
+    uint32_t out = opb_tensor(b, "cmp.gather", OPT_TEMP, Hkv, k, 2 * d);
+    opb_op(b, OP_GATHER, Hkv, k, nc, 2 * d, oh, tab, OP_NONE, out, OPF_NO_TRUNC, 0, 0);
+    pcheck_selection(b, out, k, c0, c1, row, tol);
+}
+
+void compose_page_select(opb *b, uint32_t lead, int group, uint32_t row, uint32_t H, uint32_t Hkv,
+                         uint32_t c0, uint32_t u1, uint32_t k, uint32_t S, uint32_t d, uint32_t c1,
+                         uint32_t kv_len, double tol)
+{
+    uint32_t nu = u1 - c0 / S;
+    if ((int)lead != b->layer) {
+        /* COST: its own pages' [K | V] rows gathered by the leader's one-hot rows, the rows
+         * outside the candidates biased out by them (local) */
+        page_gather(b, "cmp", lead_state(b, lead, "cmp.lead_oh", Hkv, k, nu),
+                    lead_state(b, lead, "cmp.lead_row", Hkv, 1, nu), H, Hkv, c0, u1, k, S, d, c1,
+                    kv_len, tol);
+        return;
+    }
+    uint32_t oh = page_select(b, "cmp", row, H, Hkv, c0, u1, k, S, d, c1, kv_len, tol);
+    if (group)
+        compose_lead_put(b, oh, row, Hkv, k, nu);
+}
