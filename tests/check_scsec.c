@@ -636,6 +636,31 @@ static const char shlpg_yaml[] = "name: shlpg_blocks\n"
                                  "share: {heads: kv_head, layers: 2}\n"
                                  "select: {topk: 8}\n";
 
+/* The same pairs selecting once after the prompt (key norms; SnapKV's window votes, maxpool over
+ * 3, a capacity of 10 beside the window of 4) or every 2 decode steps (key norms). */
+static const char shlonce_yaml[] = "name: shlonce_blocks\n"
+                                   "summary: a window, key norms once per 2 layers\n"
+                                   "recent: 4\n"
+                                   "score: key_norm\n"
+                                   "when: once\n"
+                                   "share: {heads: kv_head, layers: 2}\n"
+                                   "select: {topk: 6}\n";
+static const char shlevery_yaml[] = "name: shlevery_blocks\n"
+                                    "summary: a window, key norms every 2 steps per 2 layers\n"
+                                    "recent: 4\n"
+                                    "score: key_norm\n"
+                                    "when: {every: 2}\n"
+                                    "share: {heads: kv_head, layers: 2}\n"
+                                    "select: {topk: 6}\n";
+static const char shlwv_yaml[] =
+    "name: shlwv_blocks\n"
+    "summary: window votes once per 2 layers\n"
+    "recent: 4\n"
+    "score: {window_attention: {window: 4, kernel: 3, pooling: maxpool}}\n"
+    "when: once\n"
+    "share: {heads: kv_head, layers: 2}\n"
+    "select: {topk: {capacity: 10}}\n";
+
 static void load_one(const char *name, const char *file, const char *text)
 {
     errbuf e = {{0}};
@@ -719,6 +744,22 @@ START_TEST(test_scsec_shared_layers_cost_path)
 }
 END_TEST
 
+/* Their cost path selecting once or every 2 steps (shlonce_yaml, shlevery_yaml, shlwv_yaml). */
+START_TEST(test_scsec_shared_once_cost_path)
+{
+    load_one("shlonce_blocks", "shlonce.yaml", shlonce_yaml);
+    load_one("shlevery_blocks", "shlevery.yaml", shlevery_yaml);
+    load_one("shlwv_blocks", "shlwv.yaml", shlwv_yaml);
+    const scase c[3] = {
+        {"shlonce_blocks", {NULL}, 0}, {"shlevery_blocks", {NULL}, 0}, {"shlwv_blocks", {NULL}, 0}};
+    const char *pn[2] = {"semi2k", "aby3"}, *lay[2] = {"rows", "scores"};
+    for (int k = 0; k < 3; k++)
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < 2; j++)
+                same_as_cost_path(&c[k], pn[i], lay[j]);
+}
+END_TEST
+
 Suite *scsec_suite(void)
 {
     Suite *s = suite_create("scsec");
@@ -728,6 +769,7 @@ Suite *scsec_suite(void)
     TH_TESTS(tc, test_scsec_mpcache, test_scsec_quest, test_scsec_dearer, test_scsec_quest_audit,
              test_scsec_cost_path, test_scsec_cost_path_blocks, test_scsec_cost_path_att,
              test_scsec_rewrite, test_scsec_public, test_scsec_public_cost_path,
-             test_scsec_layer_cost_path, test_scsec_shared_layers_cost_path);
+             test_scsec_layer_cost_path, test_scsec_shared_layers_cost_path,
+             test_scsec_shared_once_cost_path);
     return s;
 }

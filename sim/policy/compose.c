@@ -647,8 +647,8 @@ static uint32_t cs_count(void *st, uint32_t layer, uint32_t pos)
  * keys' squared norms into a carried state, the top-k of the candidates' (per KV head, or one
  * per layer of their sums) and the gather of their cached [K | V] rows named as the selection
  * (every N: kept in state too, which the steps between selections name). A selection shared
- * across layers at every step: the later layers of a group gather their own rows by the
- * first's one-hot rows (compose_shlay.c). */
+ * across layers: the later layers of a group gather their own rows by the first's one-hot rows
+ * (compose_shlay.c). */
 static int cs_emit_keynorm(cstate *s, int phase, uint32_t layer, uint32_t kv_len, op_program *prog,
                            errbuf *e)
 {
@@ -676,11 +676,13 @@ static int cs_emit_keynorm(cstate *s, int phase, uint32_t layer, uint32_t kv_len
             }
             M = fmax(M, x);
         }
-        if (lead != layer) /* its own rows by its leader's one-hot rows (compose_shlay.c) */
-            compose_follow_rows(&b, lead, Hkv, d, kv_len, c0, c1, k,
+        if (at < kv_len) /* a later layer of a group: its leader's norms (compose_shlay.c) */
+            compose_keynorm_kept(
+                &b, lead == layer ? nst : compose_lead_norms(&b, lead, Hkv, v->max_len), Hkv, d,
+                kv_len, c0, c1, k, M);
+        else if (lead != layer) /* its own rows by its leader's one-hot rows */
+            compose_follow_rows(&b, lead, Hkv, d, kv_len, c0, c1, k, s->every > 1,
                                 compose_keynorm_tol(Hkv, d, sp_shared, M));
-        else if (at < kv_len)
-            compose_keynorm_kept(&b, nst, Hkv, d, kv_len, c0, c1, k, M);
         else
             compose_keynorm_select(&b, nst, Hkv, d, kv_len, c0, c1, k, sp_shared, s->every > 1, M,
                                    s->sp->lshare > 1);
@@ -757,13 +759,14 @@ static int cs_emit_pages(cstate *s, int phase, uint32_t layer, uint32_t kv_len, 
  * state at the prompt, those rows the decode steps' selection. Only where every selecting
  * layer's candidates end inside the voted entries (c1 ≤ P − window: a recent window at least
  * the vote window), per KV head, on tokens; a layer that keeps none (k = 0: a pyramid's top
- * layers) names no rows. */
+ * layers) names no rows. Shared across layers, a later layer of a group gathers its own prompt
+ * rows by its first layer's one-hot rows (compose_shlay.c). */
 static int window_real(const cstate *s)
 {
     const cspec *sp = s->sp;
     uint32_t P = s->env.prompt_len, sinks, recent, k, c0, c1;
     if (sp->score != SC_WINDOW || sp->sel != K_TOPK || sp->when != W_ONCE || sp->permanent ||
-        s->page != 1 || sp->share_all || sp->lshare > 1)
+        s->page != 1 || sp->share_all)
         return 0;
     for (uint32_t l = s->dense; l < s->env.n_layers; l++) {
         budget(s, l, P, &sinks, &recent, &k);
@@ -778,18 +781,25 @@ static int cs_emit_window(cstate *s, int phase, uint32_t layer, uint32_t kv_len,
                           errbuf *e)
 {
     const policy_env *v = &s->env;
-    uint32_t P = v->prompt_len, Hkv = v->n_kv_heads, sinks, recent, k, c0, c1;
-    budget(s, layer, P, &sinks, &recent, &k);
+    uint32_t P = v->prompt_len, Hkv = v->n_kv_heads, sinks, recent, k, c0, c1,
+             lead = leader(s, layer);
+    budget(s, lead, P, &sinks, &recent, &k);
     cand_range(P, sinks, recent, &c0, &c1);
     if (k >= c1 - c0)
         return MS_OK; /* every candidate kept: no selection */
     opb b;
     opb_init(&b, prog, phase, (int)layer, OPC_POLICY, NULL);
+    double tol = snap_votes_tol(s->window, s->G, s->kernel, s->maxpool, pcheck_frac_bits());
+    if (lead != layer) { /* its own rows by its leader's one-hot rows (compose_shlay.c) */
+        compose_follow_once(&b, phase, lead, Hkv, 2 * v->head_dim, kv_len, c0, c1, k, tol);
+        return policy_emit_done(&b, s->sl->name, e);
+    }
     uint32_t sc = phase == PHASE_DECODE
                       ? OP_NONE
                       : snap_votes_emit(&b, v->n_heads, s->window, c1, s->kernel, s->maxpool, Hkv);
-    snap_select_emit(&b, phase, sc, Hkv, 2 * v->head_dim, kv_len, c0, c1, k,
-                     snap_votes_tol(s->window, s->G, s->kernel, s->maxpool, pcheck_frac_bits()));
+    uint32_t oh = snap_select_emit(&b, phase, sc, Hkv, 2 * v->head_dim, kv_len, c0, c1, k, tol);
+    if (s->sp->lshare > 1 && oh != OP_NONE)
+        compose_lead_put(&b, oh, OP_NONE, Hkv, k, c1 - c0);
     return policy_emit_done(&b, s->sl->name, e);
 }
 
@@ -837,23 +847,27 @@ static int cs_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const u
     if (window_real(s))
         return cs_emit_window(s, phase, layer, kv_len, prog, e);
     if (sp->score == SC_KEYNORM && sp->sel == K_TOPK && s->page == 1 && sp->when == W_ONCE &&
-        !sp->permanent && !sp->share_all && sp->lshare <= 1) {
-        uint32_t sinks, recent, k, c0, c1;
-        budget(s, layer, P, &sinks, &recent, &k);
+        !sp->permanent && !sp->share_all) {
+        uint32_t sinks, recent, k, c0, c1, lead = leader(s, layer);
+        budget(s, lead, P, &sinks, &recent, &k);
         cand_range(P, sinks, recent, &c0, &c1);
         if (k >= c1 - c0)
             return MS_OK; /* every candidate kept: no selection */
         double M = 0;     /* the largest candidate score of the layer */
         for (uint32_t g = 0; g < Hkv && phase == PHASE_DECODE; g++)
             for (uint32_t j = c0; j < c1; j++)
-                M = fmax(M, s->score[((size_t)layer * Hkv + g) * v->max_len + j]);
+                M = fmax(M, s->score[((size_t)lead * Hkv + g) * v->max_len + j]);
         opb b;
         opb_init(&b, prog, phase, (int)layer, OPC_POLICY, NULL);
-        compose_keynorm_once(&b, phase, Hkv, d, kv_len, c0, c1, k, M);
+        if (lead != layer) /* its own rows by its leader's one-hot rows (compose_shlay.c) */
+            compose_follow_once(&b, phase, lead, Hkv, 2 * d, kv_len, c0, c1, k,
+                                compose_keynorm_tol(Hkv, d, 0, M));
+        else
+            compose_keynorm_once(&b, phase, Hkv, d, kv_len, c0, c1, k, M, sp->lshare > 1);
         return policy_emit_done(&b, s->sl->name, e);
     }
     if (sp->score == SC_KEYNORM && sp->sel == K_TOPK && s->page == 1 && sp->when == W_STEP &&
-        !sp->permanent && (s->every == 1 || (!sp->share_all && sp->lshare <= 1)))
+        !sp->permanent && (s->every == 1 || !sp->share_all))
         return cs_emit_keynorm(s, phase, layer, kv_len, prog, e);
     compose_att att;
     if (att_real(s, layer, &att))

@@ -104,21 +104,29 @@ void compose_keynorm_kept(opb *b, uint32_t nst, uint32_t Hkv, uint32_t d, uint32
                           uint32_t c0, uint32_t c1, uint32_t k, double M);
 /* Key norms selected once after the prompt (`when: once`) per KV head: at the prompt its keys'
  * squared norms, the top k of the candidates [c0, c1) and the gather of their rows into state;
- * at a decode step (kv_len cached) those rows named as the selection. M: as above. */
+ * at a decode step (kv_len cached) those rows named as the selection. M, lead: as above. */
 void compose_keynorm_once(opb *b, int phase, uint32_t Hkv, uint32_t d, uint32_t kv_len, uint32_t c0,
-                          uint32_t c1, uint32_t k, double M);
+                          uint32_t c1, uint32_t k, double M, int lead);
 
 /* A selection shared across layers (`share: {layers: N}`, compose_shlay.c): the group's first
  * layer (its leader) selects; compose_lead_put, in its program (b's layer), puts its one-hot
- * rows oh (Hkv, k, nu) and the nu candidates' scores row (Hkv × nu) they ranked into state of
- * its layer's name; compose_follow_rows, in a later layer's program of the same step, gathers
- * that layer's own cached [K | V] rows of the candidates [c0, c1) by the leader's one-hot rows
- * and names them as its selection (the leader's scores, tol, for the ties). compose_page_select:
+ * rows oh (Hkv, k, nu) and the nu candidates' scores row (Hkv × nu; OP_NONE: none) they ranked
+ * into state of its layer's name; compose_follow_rows, in a later layer's program of the same
+ * step, gathers that layer's own cached [K | V] rows of the candidates [c0, c1) by the leader's
+ * one-hot rows and names them as its selection (the leader's scores, tol, for the ties; carry:
+ * the rows also into its state "cmp.kept", as compose_keynorm_select's). compose_page_select:
  * page_select in the leader's program (its state put when group), page_gather of its one-hot
- * rows in a follower's (row unused). */
+ * rows in a follower's (row unused). compose_follow_once: a selection made once at the prompt
+ * (snap_select_emit's, the leader's one-hot rows put by compose_lead_put): at the prompt its
+ * own rows gathered by them into its state "snap.kept", at a decode step those rows named as
+ * its selection with the leader's scores ("snap.score_kept"). compose_lead_norms: the leader's
+ * key norms state ("cmp.norm", Hkv × max_len). */
 void compose_lead_put(opb *b, uint32_t oh, uint32_t row, uint32_t Hkv, uint32_t k, uint32_t nu);
 void compose_follow_rows(opb *b, uint32_t lead, uint32_t Hkv, uint32_t d, uint32_t kv_len,
-                         uint32_t c0, uint32_t c1, uint32_t k, double tol);
+                         uint32_t c0, uint32_t c1, uint32_t k, int carry, double tol);
+void compose_follow_once(opb *b, int phase, uint32_t lead, uint32_t Hkv, uint32_t d2,
+                         uint32_t kv_len, uint32_t c0, uint32_t c1, uint32_t k, double tol);
+uint32_t compose_lead_norms(opb *b, uint32_t lead, uint32_t Hkv, uint32_t max_len);
 void compose_page_select(opb *b, uint32_t lead, int group, uint32_t row, uint32_t H, uint32_t Hkv,
                          uint32_t c0, uint32_t u1, uint32_t k, uint32_t S, uint32_t d, uint32_t c1,
                          uint32_t kv_len, double tol);

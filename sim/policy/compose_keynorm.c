@@ -98,7 +98,7 @@ void compose_keynorm_kept(opb *b, uint32_t nst, uint32_t Hkv, uint32_t d, uint32
 }
 
 void compose_keynorm_once(opb *b, int phase, uint32_t Hkv, uint32_t d, uint32_t kv_len, uint32_t c0,
-                          uint32_t c1, uint32_t k, double M)
+                          uint32_t c1, uint32_t k, double M, int lead)
 {
     uint32_t sc = OP_NONE;
     if (phase == PHASE_PREFILL) {
@@ -116,8 +116,10 @@ void compose_keynorm_once(opb *b, int phase, uint32_t Hkv, uint32_t d, uint32_t 
     /* COST: the prompt's top k of the candidates per KV head and the gather of their [K | V]
      * rows into state, the rows each decode step names (snapkv's: snap_select_emit); the
      * entries cached after the prompt are public positions. Ties: as the per-step path's. */
-    snap_select_emit(b, phase, sc, Hkv, 2 * d, kv_len, c0, c1, k,
-                     compose_keynorm_tol(Hkv, d, 0, M));
+    uint32_t oh = snap_select_emit(b, phase, sc, Hkv, 2 * d, kv_len, c0, c1, k,
+                                   compose_keynorm_tol(Hkv, d, 0, M));
+    if (lead && oh != OP_NONE) /* the one-hot rows the later layers of its group gather by */
+        compose_lead_put(b, oh, OP_NONE, Hkv, k, c1 - c0);
 }
 
 uint32_t compose_keynorm_pages(opb *b, uint32_t nst, uint32_t Hkv, uint32_t c0, uint32_t c1,

@@ -4,10 +4,13 @@
  * named by its layer ("L<lead>.cmp.lead_oh", "L<lead>.cmp.lead_row"). Each later layer of the
  * group, in the same step, names that state and gathers its own cached [K | V] rows of the same
  * candidates by those one-hot rows: the entries select() keeps for it, which are its leader's
- * (cs_select). The leader's programs run before its followers' within a step (`policy check`
- * runs the layers' programs in order, carrying state by name; the secure session splices each
- * layer's before its attention, in layer order, the state one tensor of the step), so a
- * follower reads the rows of this step's selection. Its cost is the follower's of the declared
+ * (cs_select). At every step (key norms on tokens or pages, page bounds) it names the rows as
+ * the step's selection; selected once after the prompt (key norms, window votes) it gathers
+ * its prompt rows into state that its decode steps name; every N steps it also keeps them in
+ * state for the steps between. The leader's programs run before its followers' within a step
+ * (`policy check` runs the layers' programs in order, carrying state by name; the secure session
+ * splices each layer's before its attention, in layer order, the state one tensor of the step), so
+ * a follower reads the rows of this step's selection. Its cost is the follower's of the declared
  * model (cs_emit): one GATHER of its rows per KV head by the leader's one-hot, no score and no
  * top-k; the state is written by views (local). */
 #include "compose_int.h"
@@ -30,12 +33,18 @@ void compose_lead_put(opb *b, uint32_t oh, uint32_t row, uint32_t Hkv, uint32_t 
     uint32_t lead = (uint32_t)b->layer;
     opb_op(b, OP_VIEW, Hkv, k, 0, nu, oh, OP_NONE, OP_NONE,
            lead_state(b, lead, "cmp.lead_oh", Hkv, k, nu), 0, 0, 0);
-    opb_op(b, OP_VIEW, Hkv, 1, 0, nu, row, OP_NONE, OP_NONE,
-           lead_state(b, lead, "cmp.lead_row", Hkv, 1, nu), 0, 0, 0);
+    if (row != OP_NONE)
+        opb_op(b, OP_VIEW, Hkv, 1, 0, nu, row, OP_NONE, OP_NONE,
+               lead_state(b, lead, "cmp.lead_row", Hkv, 1, nu), 0, 0, 0);
+}
+
+uint32_t compose_lead_norms(opb *b, uint32_t lead, uint32_t Hkv, uint32_t max_len)
+{
+    return lead_state(b, lead, "cmp.norm", Hkv, max_len, 1);
 }
 
 void compose_follow_rows(opb *b, uint32_t lead, uint32_t Hkv, uint32_t d, uint32_t kv_len,
-                         uint32_t c0, uint32_t c1, uint32_t k, double tol)
+                         uint32_t c0, uint32_t c1, uint32_t k, int carry, double tol)
 {
     uint32_t nc = c1 - c0;
     uint32_t oh = lead_state(b, lead, "cmp.lead_oh", Hkv, k, nc);
@@ -45,7 +54,32 @@ void compose_follow_rows(opb *b, uint32_t lead, uint32_t Hkv, uint32_t d, uint32
     uint32_t tab = opb_rows(b, kv, Hkv, c0, nc, 2 * d, "cmp.kv_cand");
     uint32_t out = opb_tensor(b, "cmp.gather", OPT_TEMP, Hkv, k, 2 * d);
     opb_op(b, OP_GATHER, Hkv, k, nc, 2 * d, oh, tab, OP_NONE, out, OPF_NO_TRUNC, 0, 0);
+    if (carry) /* every N steps: the rows the steps until the next selection name (a view) */
+        opb_put(b, out, opb_shared(b, "cmp.kept", OPT_CACHE, Hkv, k, 2 * d), Hkv, 0, k, 2 * d);
     pcheck_selection(b, out, k, c0, c1, row, tol);
+}
+
+void compose_follow_once(opb *b, int phase, uint32_t lead, uint32_t Hkv, uint32_t d2,
+                         uint32_t kv_len, uint32_t c0, uint32_t c1, uint32_t k, double tol)
+{
+    uint32_t n = c1 - c0;
+    if (phase == PHASE_DECODE) {
+        /* no ops: the step attends the rows its prompt gathered, named with the leader's
+         * scores of the candidates (snap_select_emit's decode step, those scores another
+         * layer's state) */
+        pcheck_input(b, PCHECK_IN_KV, Hkv, kv_len, d2);
+        uint32_t sc = k ? lead_state(b, lead, "snap.score_kept", Hkv, 1, n) : OP_NONE;
+        pcheck_selection(b, opb_shared(b, "snap.kept", OPT_CACHE, Hkv, k, d2), k, c0, c1, sc, tol);
+        return;
+    }
+    if (k == 0) /* its leader kept none of the candidates: nothing to gather */
+        return;
+    /* COST: its own prompt rows of the candidates gathered by the leader's one-hot rows into
+     * state */
+    uint32_t kv = pcheck_input(b, PCHECK_IN_KV, Hkv, kv_len, d2);
+    uint32_t tab = opb_rows(b, kv, Hkv, c0, n, d2, "snap.cand");
+    opb_op(b, OP_GATHER, Hkv, k, n, d2, lead_state(b, lead, "cmp.lead_oh", Hkv, k, n), tab, OP_NONE,
+           opb_shared(b, "snap.kept", OPT_CACHE, Hkv, k, d2), OPF_NO_TRUNC, 0, 0);
 }
 
 void compose_page_select(opb *b, uint32_t lead, int group, uint32_t row, uint32_t H, uint32_t Hkv,
