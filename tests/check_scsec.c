@@ -621,13 +621,21 @@ static const char knevery_yaml[] = "name: knevery_blocks\n"
 
 /* One selection per pair of layers (layers 0, 2, 4 select; 1 and 3 gather their own rows by
  * the one-hot rows of the layer before): by key norms of tokens beside a window of 4 (the top
- * 6), and of pages of 4 beside 4 sinks (the top 2 pages, a partial last page at 3 steps of 4). */
+ * 6), and of pages of 4 beside 4 sinks by their key norms or their bounds against the query (the
+ * top 2 pages, a partial last page at 3 steps of 4). */
 static const char shltok_yaml[] = "name: shltok_blocks\n"
                                   "summary: a window, one key-norm selection per 2 layers\n"
                                   "recent: 4\n"
                                   "score: key_norm\n"
                                   "share: {heads: kv_head, layers: 2}\n"
                                   "select: {topk: 6}\n";
+static const char shlpb_yaml[] = "name: shlpb_blocks\n"
+                                 "summary: sinks, the pages of largest bound scores per 2 layers\n"
+                                 "sinks: 4\n"
+                                 "score: page_bounds\n"
+                                 "granularity: {page: 4}\n"
+                                 "share: {heads: kv_head, layers: 2}\n"
+                                 "select: {topk: 8}\n";
 static const char shlpg_yaml[] = "name: shlpg_blocks\n"
                                  "summary: sinks, the pages of largest key norms per 2 layers\n"
                                  "sinks: 4\n"
@@ -728,16 +736,18 @@ START_TEST(test_scsec_layer_cost_path)
 }
 END_TEST
 
-/* The cost path of a selection shared across layers (shltok_yaml, shlpg_yaml): each decode
- * step's session program (the followers' gathers by their leader's one-hot rows) costs what
- * `mpcsim run` costs, under both layouts. */
+/* The cost path of a selection shared across layers (shltok_yaml, shlpg_yaml, shlpb_yaml): each
+ * decode step's session program (the followers' gathers by their leader's one-hot rows) costs
+ * what `mpcsim run` costs, under both layouts. */
 START_TEST(test_scsec_shared_layers_cost_path)
 {
     load_one("shltok_blocks", "shltok.yaml", shltok_yaml);
     load_one("shlpg_blocks", "shlpg.yaml", shlpg_yaml);
-    const scase c[2] = {{"shltok_blocks", {NULL}, 0}, {"shlpg_blocks", {NULL}, 0}};
+    load_one("shlpb_blocks", "shlpb.yaml", shlpb_yaml);
+    const scase c[3] = {
+        {"shltok_blocks", {NULL}, 0}, {"shlpg_blocks", {NULL}, 0}, {"shlpb_blocks", {NULL}, 0}};
     const char *pn[2] = {"semi2k", "aby3"}, *lay[2] = {"rows", "scores"};
-    for (int k = 0; k < 2; k++)
+    for (int k = 0; k < 3; k++)
         for (int i = 0; i < 2; i++)
             for (int j = 0; j < 2; j++)
                 same_as_cost_path(&c[k], pn[i], lay[j]);
