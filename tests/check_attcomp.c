@@ -24,6 +24,23 @@ static const char last_yaml[] = "name: attlast_t\n"
                                 "score: {attention: {accumulate: false}}\n"
                                 "select: {topk: 6}\n";
 
+/* The same shared across pairs of layers (`share: {heads: kv_head, layers: 2}`): layers 0, 2
+ * and 4 rank and select; 1 and 3 gather their own rows by the one-hot rows of the layer before
+ * (compose_shlay.c), the ties their leader's. Each kept the replay's kept sets with a NOTE, and
+ * policy check said "cost declared". */
+static const char accshl_yaml[] = "name: attaccshl_t\n"
+                                  "summary: the top entries by accumulated attention per 2 layers\n"
+                                  "recent: 4\n"
+                                  "score: attention\n"
+                                  "share: {heads: kv_head, layers: 2}\n"
+                                  "select: {topk: 6}\n";
+static const char lastshl_yaml[] = "name: attlastshl_t\n"
+                                   "summary: the top entries by the newest row per 2 layers\n"
+                                   "recent: 4\n"
+                                   "score: {attention: {accumulate: false}}\n"
+                                   "share: {heads: kv_head, layers: 2}\n"
+                                   "select: {topk: 6}\n";
+
 /* Every mask of the check's 32 decode steps chosen by the ops: stories260K's 5 layers × 4 KV
  * heads × 32 steps (every step has 28 or more candidates beyond the window, above 6). */
 static void check_on(const char *file, const char *text, const char *name)
@@ -38,6 +55,13 @@ START_TEST(test_check_att_blocks)
 {
     check_on("acc.yaml", acc_yaml, "attacc_t");
     check_on("last.yaml", last_yaml, "attlast_t");
+}
+END_TEST
+
+START_TEST(test_check_att_shared_layers)
+{
+    check_on("accshl.yaml", accshl_yaml, "attaccshl_t");
+    check_on("lastshl.yaml", lastshl_yaml, "attlastshl_t");
 }
 END_TEST
 
@@ -71,11 +95,21 @@ START_TEST(test_att_acc_shares)
 }
 END_TEST
 
+START_TEST(test_att_shared_layers_shares)
+{
+    shares_on("semi2k", "accshl.yaml", accshl_yaml, "attaccshl_t");
+    shares_on("aby3", "accshl.yaml", accshl_yaml, "attaccshl_t");
+    shares_on("semi2k", "lastshl.yaml", lastshl_yaml, "attlastshl_t");
+    shares_on("aby3", "lastshl.yaml", lastshl_yaml, "attlastshl_t");
+}
+END_TEST
+
 Suite *attcomp_suite(void)
 {
     Suite *s = suite_create("attcomp");
     TCase *tc = th_case(s, "core", 0);
     TESTDIR_USE(tc);
-    TH_TESTS(tc, test_check_att_blocks, test_att_last_shares, test_att_acc_shares);
+    TH_TESTS(tc, test_check_att_blocks, test_att_last_shares, test_att_acc_shares,
+             test_check_att_shared_layers, test_att_shared_layers_shares);
     return s;
 }

@@ -437,18 +437,21 @@ START_TEST(test_scsec_cost_path_blocks)
 END_TEST
 
 /* The attention compositions re-selecting at every step (compose_att.c: the accumulated scores
- * and the newest row, a window of 4 and the top 6): the session's program at each decode step
- * costs what the cost path does. */
+ * and the newest row, a window of 4 and the top 6; the accumulated ones shared across pairs of
+ * layers): the session's program at each decode step costs what the cost path does. */
 START_TEST(test_scsec_cost_path_att)
 {
-    static const char *const yaml[2] = {"name: attacc_s\nrecent: 4\nscore: attention\n"
+    static const char *const yaml[3] = {"name: attacc_s\nrecent: 4\nscore: attention\n"
                                         "select: {topk: 6}\n",
                                         "name: attlast_s\nrecent: 4\n"
                                         "score: {attention: {accumulate: false}}\n"
+                                        "select: {topk: 6}\n",
+                                        "name: attaccshl_s\nrecent: 4\nscore: attention\n"
+                                        "share: {heads: kv_head, layers: 2}\n"
                                         "select: {topk: 6}\n"};
-    const char *file[2] = {"attacc_s.yaml", "attlast_s.yaml"}, *pn[2] = {"semi2k", "aby3"};
-    const char *lay[2] = {"rows", "scores"};
-    for (int c = 0; c < 2; c++) {
+    const char *file[3] = {"attacc_s.yaml", "attlast_s.yaml", "attaccshl_s.yaml"};
+    const char *pn[2] = {"semi2k", "aby3"}, *lay[2] = {"rows", "scores"};
+    for (int c = 0; c < 3; c++) {
         const policy_ops *p;
         errbuf e = {{0}};
         ck_assert_msg(policy_compose_load(th_file(&td, file[c], yaml[c]), &p, &e) == MS_OK, "%s",

@@ -807,10 +807,10 @@ static int cs_emit_window(cstate *s, int phase, uint32_t layer, uint32_t kv_len,
 static int att_real(const cstate *s, uint32_t layer, compose_att *a)
 {
     const policy_env *v = &s->env;
-    uint32_t sinks, r, k;
-    budget(s, layer, v->prompt_len, &sinks, &r, &k);
-    *a = (compose_att){v, k, r, s->sp->att_last,
-                       s->score + (size_t)layer * v->n_kv_heads * v->max_len};
+    uint32_t sinks, r, k, lead = leader(s, layer); /* a later layer of a group: its leader's */
+    budget(s, lead, v->prompt_len, &sinks, &r, &k);
+    const float *sc = s->score + (size_t)lead * v->n_kv_heads * v->max_len;
+    *a = (compose_att){v, k, r, s->sp->att_last, sc, lead, s->sp->lshare > 1};
     return compose_att_shaped(s->sp) && s->frac <= 0 && !s->lk && !sinks && r && k &&
            (uint64_t)k + r < v->prompt_len;
 }
@@ -820,7 +820,8 @@ static int cs_choice(void *st, uint32_t layer, uint32_t pos, uint32_t stage, pol
 {
     cstate *s = st;
     compose_att a;
-    if (stage || layer < s->dense || pos < s->env.prompt_len || !att_real(s, layer, &a))
+    if (stage || layer < s->dense || pos < s->env.prompt_len || !att_real(s, layer, &a) ||
+        a.lead != layer) /* a later layer of a group has its leader's choice */
         return 0;
     return compose_att_choice(&a, s->alive + (a.score - s->score), pos, c);
 }
@@ -831,6 +832,8 @@ static int cs_adopt(void *st, uint32_t layer, uint32_t pos, uint32_t stage, cons
     cstate *s = st;
     compose_att_adopt(&s->env, s->alive, layer, kept, pos);
     s->sel_at[layer] = pos + 1; /* select() returns them at pos */
+    if (s->lrow && s->lrow_at == pos && s->lrow_layer == layer + 1) /* its group's too */
+        memcpy(s->lrow, kept, (size_t)s->env.n_kv_heads * pos);
     return MS_OK;
 }
 

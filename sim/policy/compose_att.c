@@ -22,15 +22,16 @@
 int compose_att_shaped(const cspec *sp)
 {
     return sp->score == SC_ATT && sp->when == W_STEP && !sp->permanent && sp->sel == K_TOPK &&
-           !sp->share_all && sp->lshare <= 1 && !sp->pyramid && !sp->cluster && sp->every <= 1 &&
-           sp->page <= 1;
+           !sp->share_all && !sp->pyramid && !sp->cluster && sp->every <= 1 && sp->page <= 1;
 }
+
+static double tie_bound(const compose_att *a, uint32_t T);
 
 /* The top k of the candidates [0, nc) of the scores state sc (Hkv, max_len, 1) for the next
  * step: their one-hot rows transposed into the state oht (Hkv, max_len, k), their cached rows
  * from tab (Hkv, ≥ nc, 2d) into rows 0 … k − 1 of the state sel (Hkv, k + r, 2d). */
-static void next_topk(opb *b, const compose_att *a, uint32_t sc, uint32_t tab, uint32_t oht,
-                      uint32_t sel, uint32_t nc)
+static uint32_t next_topk(opb *b, const compose_att *a, uint32_t sc, uint32_t tab, uint32_t oht,
+                          uint32_t sel, uint32_t nc)
 {
     uint32_t Hkv = a->env->n_kv_heads, k = a->k, d2 = 2 * a->env->head_dim;
     uint32_t cand = opb_rows(b, sc, Hkv, 0, nc, 1, "cmp.next_cand");
@@ -42,6 +43,44 @@ static void next_topk(opb *b, const compose_att *a, uint32_t sc, uint32_t tab, u
     uint32_t out = opb_tensor(b, "cmp.next_gather", OPT_TEMP, Hkv, k, d2);
     opb_op(b, OP_GATHER, Hkv, k, nc, d2, oh, rows, OP_NONE, out, OPF_NO_TRUNC, 0, 0);
     opb_put(b, out, sel, Hkv, 0, k, d2);
+    if (a->group) /* the one-hot rows the later layers of its group gather by */
+        compose_lead_put(b, oh, OP_NONE, Hkv, k, nc);
+    return oh;
+}
+
+/* A later layer of a group (`share: {layers: N}`): no scores; at the prompt and at each decode
+ * step its own rows of the next step's selection gathered by its leader's one-hot rows of the
+ * same step (compose_shlay.c) and its window's rows copied, into its state "cmp.sel"; a decode
+ * step names what that state held as the step began (a copy before the update), with the
+ * leader's ranked scores of the step for the ties. */
+static int att_follow(const compose_att *a, int phase, uint32_t layer, uint32_t T, op_program *prog,
+                      const char *name, errbuf *e)
+{
+    const policy_env *v = a->env;
+    uint32_t Hkv = v->n_kv_heads, d2 = 2 * v->head_dim, k = a->k, r = a->recent, m = k + r;
+    int pre = phase == PHASE_PREFILL;
+    uint32_t nc = pre ? T - r : T + 1 - r;
+    opb b;
+    opb_init(&b, prog, phase, (int)layer, OPC_POLICY, NULL);
+    uint32_t sel = opb_shared(&b, "cmp.sel", OPT_CACHE, Hkv, m, d2);
+    uint32_t kv = pcheck_input(&b, PCHECK_IN_KV, Hkv, T, d2);
+    uint32_t now = pre ? OP_NONE : opb_rows(&b, sel, Hkv, 0, m, d2, "cmp.sel_now");
+    /* COST: its own candidates' rows gathered by the leader's one-hot rows */
+    uint32_t oh = compose_lead_state(&b, a->lead, "cmp.lead_oh", Hkv, k, nc);
+    uint32_t out = opb_tensor(&b, "cmp.next_gather", OPT_TEMP, Hkv, k, d2);
+    opb_op(&b, OP_GATHER, Hkv, k, nc, d2, oh, opb_rows(&b, kv, Hkv, 0, nc, d2, "cmp.next_cand_kv"),
+           OP_NONE, out, OPF_NO_TRUNC, 0, 0);
+    opb_put(&b, out, sel, Hkv, 0, k, d2);
+    uint32_t w = pre ? r : r - 1; /* the window's cached rows (local copies), the new entry's */
+    if (w)
+        opb_put(&b, opb_rows(&b, kv, Hkv, T - w, w, d2, "cmp.next_win"), sel, Hkv, k, w, d2);
+    if (!pre) {
+        opb_put(&b, pcheck_input(&b, PCHECK_IN_KV_NEW, Hkv, 1, d2), sel, Hkv, m - 1, 1, d2);
+        pcheck_selection(&b, now, m, 0, T,
+                         compose_lead_state(&b, a->lead, "cmp.lead_row", Hkv, 1, T),
+                         tie_bound(a, T));
+    }
+    return policy_emit_done(&b, name, e);
 }
 
 /* The tie bound of the selection step T attends: the ops' scores are exact sums of
@@ -80,6 +119,8 @@ int compose_att_emit(const compose_att *a, int phase, uint32_t layer, uint32_t k
     uint32_t H = v->n_heads, Hkv = v->n_kv_heads, G = H / Hkv, d2 = 2 * v->head_dim, k = a->k;
     uint32_t r = a->recent;
     uint32_t m = k + r, T = kv_len;
+    if (a->lead != layer)
+        return att_follow(a, phase, layer, kv_len, prog, name, e);
     opb b;
     opb_init(&b, prog, phase, (int)layer, OPC_POLICY, NULL);
     uint32_t sc = opb_shared(&b, "cmp.att", OPT_CACHE, Hkv, v->max_len, 1);
@@ -98,8 +139,11 @@ int compose_att_emit(const compose_att *a, int phase, uint32_t layer, uint32_t k
         opb_put(&b, opb_rows(&b, kv, Hkv, T - r, r, d2, "cmp.next_win"), sel, Hkv, k, r, d2);
         return policy_emit_done(&b, name, e);
     }
-    /* the ranked scores as the step began (the tie check's), a copy before their update */
+    /* the ranked scores as the step began (the tie check's), a copy before their update; the
+     * later layers of its group rank by them too */
     uint32_t rank = opb_rows(&b, sc, Hkv, 0, T, 1, "cmp.rank");
+    if (a->group)
+        compose_lead_put(&b, OP_NONE, rank, Hkv, 0, T);
     /* COST: the group sums of the step's attention over its slots (a product with public ones:
      * local), in slot order: the k gathered rows, the window's r, the new entry */
     uint32_t att = pcheck_input(&b, PCHECK_IN_ATT_SLOTS, H, 1, m + 1);

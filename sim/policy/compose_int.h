@@ -110,7 +110,8 @@ void compose_keynorm_once(opb *b, int phase, uint32_t Hkv, uint32_t d, uint32_t 
 
 /* A selection shared across layers (`share: {layers: N}`, compose_shlay.c): the group's first
  * layer (its leader) selects; compose_lead_put, in its program (b's layer), puts its one-hot
- * rows oh (Hkv, k, nu) and the nu candidates' scores row (Hkv × nu; OP_NONE: none) they ranked
+ * rows oh (Hkv, k, nu; OP_NONE: none) and the nu candidates' scores row (Hkv × nu; OP_NONE: none)
+ * they ranked
  * into state of its layer's name; compose_follow_rows, in a later layer's program of the same
  * step, gathers that layer's own cached [K | V] rows of the candidates [c0, c1) by the leader's
  * one-hot rows and names them as its selection (the leader's scores, tol, for the ties; carry:
@@ -122,6 +123,9 @@ void compose_keynorm_once(opb *b, int phase, uint32_t Hkv, uint32_t d, uint32_t 
  * its selection with the leader's scores ("snap.score_kept"). compose_lead_norms: the leader's
  * key norms state ("cmp.norm", Hkv × max_len). */
 void compose_lead_put(opb *b, uint32_t oh, uint32_t row, uint32_t Hkv, uint32_t k, uint32_t nu);
+/* The leader's state nm (B, R, C) as named in this program (b's). */
+uint32_t compose_lead_state(opb *b, uint32_t lead, const char *nm, uint32_t B, uint32_t R,
+                            uint32_t C);
 void compose_follow_rows(opb *b, uint32_t lead, uint32_t Hkv, uint32_t d, uint32_t kv_len,
                          uint32_t c0, uint32_t c1, uint32_t k, int carry, double tol);
 void compose_follow_once(opb *b, int phase, uint32_t lead, uint32_t Hkv, uint32_t d2,
@@ -152,6 +156,8 @@ typedef struct compose_att {
     uint32_t k, recent;
     int last;
     const float *score; /* the layer's carried scores, Hkv × max_len (the tie bound's) */
+    uint32_t lead;      /* the layer whose selection it uses (share: {layers: N}) */
+    int group;          /* a selection shared across layers: the leader's one-hot put in state */
 } compose_att;
 int compose_att_shaped(const cspec *sp);
 int compose_att_emit(const compose_att *a, int phase, uint32_t layer, uint32_t kv_len,

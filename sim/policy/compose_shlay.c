@@ -7,7 +7,8 @@
  * (cs_select). At every step (key norms on tokens or pages, page bounds) it names the rows as
  * the step's selection; selected once after the prompt (key norms, window votes) it gathers
  * its prompt rows into state that its decode steps name; every N steps it also keeps them in
- * state for the steps between. The leader's programs run before its followers' within a step
+ * state for the steps between; by attention (compose_att.c) it gathers the next step's rows
+ * into its carried selection. The leader's programs run before its followers' within a step
  * (`policy check` runs the layers' programs in order, carrying state by name; the secure session
  * splices each layer's before its attention, in layer order, the state one tensor of the step), so
  * a follower reads the rows of this step's selection. Its cost is the follower's of the declared
@@ -19,8 +20,8 @@
 
 /* The leader's state nm (B, R, C) in this program: the one its ops wrote, or, in a follower's
  * program, the same name bound to it. */
-static uint32_t lead_state(opb *b, uint32_t lead, const char *nm, uint32_t B, uint32_t R,
-                           uint32_t C)
+uint32_t compose_lead_state(opb *b, uint32_t lead, const char *nm, uint32_t B, uint32_t R,
+                            uint32_t C)
 {
     char full[48];
     op_layer_name(full, (int)lead, nm);
@@ -31,24 +32,25 @@ static uint32_t lead_state(opb *b, uint32_t lead, const char *nm, uint32_t B, ui
 void compose_lead_put(opb *b, uint32_t oh, uint32_t row, uint32_t Hkv, uint32_t k, uint32_t nu)
 {
     uint32_t lead = (uint32_t)b->layer;
-    opb_op(b, OP_VIEW, Hkv, k, 0, nu, oh, OP_NONE, OP_NONE,
-           lead_state(b, lead, "cmp.lead_oh", Hkv, k, nu), 0, 0, 0);
+    if (oh != OP_NONE)
+        opb_op(b, OP_VIEW, Hkv, k, 0, nu, oh, OP_NONE, OP_NONE,
+               compose_lead_state(b, lead, "cmp.lead_oh", Hkv, k, nu), 0, 0, 0);
     if (row != OP_NONE)
         opb_op(b, OP_VIEW, Hkv, 1, 0, nu, row, OP_NONE, OP_NONE,
-               lead_state(b, lead, "cmp.lead_row", Hkv, 1, nu), 0, 0, 0);
+               compose_lead_state(b, lead, "cmp.lead_row", Hkv, 1, nu), 0, 0, 0);
 }
 
 uint32_t compose_lead_norms(opb *b, uint32_t lead, uint32_t Hkv, uint32_t max_len)
 {
-    return lead_state(b, lead, "cmp.norm", Hkv, max_len, 1);
+    return compose_lead_state(b, lead, "cmp.norm", Hkv, max_len, 1);
 }
 
 void compose_follow_rows(opb *b, uint32_t lead, uint32_t Hkv, uint32_t d, uint32_t kv_len,
                          uint32_t c0, uint32_t c1, uint32_t k, int carry, double tol)
 {
     uint32_t nc = c1 - c0;
-    uint32_t oh = lead_state(b, lead, "cmp.lead_oh", Hkv, k, nc);
-    uint32_t row = lead_state(b, lead, "cmp.lead_row", Hkv, 1, nc);
+    uint32_t oh = compose_lead_state(b, lead, "cmp.lead_oh", Hkv, k, nc);
+    uint32_t row = compose_lead_state(b, lead, "cmp.lead_row", Hkv, 1, nc);
     /* COST: its own candidates' [K | V] rows gathered by the leader's one-hot rows */
     uint32_t kv = pcheck_input(b, PCHECK_IN_KV, Hkv, kv_len, 2 * d);
     uint32_t tab = opb_rows(b, kv, Hkv, c0, nc, 2 * d, "cmp.kv_cand");
@@ -68,7 +70,7 @@ void compose_follow_once(opb *b, int phase, uint32_t lead, uint32_t Hkv, uint32_
          * scores of the candidates (snap_select_emit's decode step, those scores another
          * layer's state) */
         pcheck_input(b, PCHECK_IN_KV, Hkv, kv_len, d2);
-        uint32_t sc = k ? lead_state(b, lead, "snap.score_kept", Hkv, 1, n) : OP_NONE;
+        uint32_t sc = k ? compose_lead_state(b, lead, "snap.score_kept", Hkv, 1, n) : OP_NONE;
         pcheck_selection(b, opb_shared(b, "snap.kept", OPT_CACHE, Hkv, k, d2), k, c0, c1, sc, tol);
         return;
     }
@@ -78,8 +80,8 @@ void compose_follow_once(opb *b, int phase, uint32_t lead, uint32_t Hkv, uint32_
      * state */
     uint32_t kv = pcheck_input(b, PCHECK_IN_KV, Hkv, kv_len, d2);
     uint32_t tab = opb_rows(b, kv, Hkv, c0, n, d2, "snap.cand");
-    opb_op(b, OP_GATHER, Hkv, k, n, d2, lead_state(b, lead, "cmp.lead_oh", Hkv, k, n), tab, OP_NONE,
-           opb_shared(b, "snap.kept", OPT_CACHE, Hkv, k, d2), OPF_NO_TRUNC, 0, 0);
+    opb_op(b, OP_GATHER, Hkv, k, n, d2, compose_lead_state(b, lead, "cmp.lead_oh", Hkv, k, n), tab,
+           OP_NONE, opb_shared(b, "snap.kept", OPT_CACHE, Hkv, k, d2), OPF_NO_TRUNC, 0, 0);
 }
 
 void compose_page_select(opb *b, uint32_t lead, int group, uint32_t row, uint32_t H, uint32_t Hkv,
@@ -90,9 +92,9 @@ void compose_page_select(opb *b, uint32_t lead, int group, uint32_t row, uint32_
     if ((int)lead != b->layer) {
         /* COST: its own pages' [K | V] rows gathered by the leader's one-hot rows, the rows
          * outside the candidates biased out by them (local) */
-        page_gather(b, "cmp", lead_state(b, lead, "cmp.lead_oh", Hkv, k, nu),
-                    lead_state(b, lead, "cmp.lead_row", Hkv, 1, nu), H, Hkv, c0, u1, k, S, d, c1,
-                    kv_len, tol);
+        page_gather(b, "cmp", compose_lead_state(b, lead, "cmp.lead_oh", Hkv, k, nu),
+                    compose_lead_state(b, lead, "cmp.lead_row", Hkv, 1, nu), H, Hkv, c0, u1, k, S,
+                    d, c1, kv_len, tol);
         return;
     }
     uint32_t oh = page_select(b, "cmp", row, H, Hkv, c0, u1, k, S, d, c1, kv_len, tol);
