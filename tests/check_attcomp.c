@@ -124,6 +124,23 @@ static const char shls_yaml[] = "name: attshls_t\n"
                                 "select: {topk: 6}\n"
                                 "kv_budget: {recent: fixed}\n";
 
+/* The same shared across pairs of layers (`share: {heads: kv_head, layers: 2}`): layers 0, 2
+ * and 4 rank and select; 1 and 3 gather their own rows by the one-hot rows of the layer before
+ * (compose_shlay.c), the ties their leader's. Each kept the replay's kept sets with a NOTE, and
+ * policy check said "cost declared". */
+static const char accshl_yaml[] = "name: attaccshl_t\n"
+                                  "summary: the top entries by accumulated attention per 2 layers\n"
+                                  "recent: 4\n"
+                                  "score: attention\n"
+                                  "share: {heads: kv_head, layers: 2}\n"
+                                  "select: {topk: 6}\n";
+static const char lastshl_yaml[] = "name: attlastshl_t\n"
+                                   "summary: the top entries by the newest row per 2 layers\n"
+                                   "recent: 4\n"
+                                   "score: {attention: {accumulate: false}}\n"
+                                   "share: {heads: kv_head, layers: 2}\n"
+                                   "select: {topk: 6}\n";
+
 /* Every mask of the check's 32 decode steps chosen by the ops: stories260K's 5 layers × 4 KV
  * heads × 32 steps (every step has more candidates beyond the sinks and window than its top-k);
  * param: a --param of the check, or "". */
@@ -160,6 +177,13 @@ START_TEST(test_check_att_kv_budget)
 {
     check_on("kvb.yaml", kvb_yaml, "attkvb_t", "--param kv_budget=0.5");
     check_on("kvs.yaml", kvs_yaml, "attkvs_t", "--param kv_budget=0.75");
+}
+END_TEST
+
+START_TEST(test_check_att_shared_layers)
+{
+    check_on("accshl.yaml", accshl_yaml, "attaccshl_t", "");
+    check_on("lastshl.yaml", lastshl_yaml, "attlastshl_t", "");
 }
 END_TEST
 
@@ -276,6 +300,15 @@ START_TEST(test_att_share_layer_shares)
 }
 END_TEST
 
+START_TEST(test_att_shared_layers_shares)
+{
+    shares_on("semi2k", "accshl.yaml", accshl_yaml, "attaccshl_t");
+    shares_on("aby3", "accshl.yaml", accshl_yaml, "attaccshl_t");
+    shares_on("semi2k", "lastshl.yaml", lastshl_yaml, "attlastshl_t");
+    shares_on("aby3", "lastshl.yaml", lastshl_yaml, "attlastshl_t");
+}
+END_TEST
+
 Suite *attcomp_suite(void)
 {
     Suite *s = suite_create("attcomp");
@@ -285,6 +318,7 @@ Suite *attcomp_suite(void)
              test_check_att_sinks, test_check_att_kv_budget, test_att_sinks_shares,
              test_att_kv_budget_shares, test_check_att_layers, test_att_layers_shares,
              test_check_att_every, test_att_every_shares, test_check_att_share_layer,
-             test_att_share_layer_shares);
+             test_att_share_layer_shares, test_check_att_shared_layers,
+             test_att_shared_layers_shares);
     return s;
 }

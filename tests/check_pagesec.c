@@ -348,28 +348,57 @@ START_TEST(test_plugin_no_bias)
 }
 END_TEST
 
-/* A selection shared across layers (`share: {layers: 2}`): its first layer's key norms would
- * select on shares, the second's ops gather by the first's one-hot without naming a selection;
- * token and page units alike, the session keeps the replay's kept sets and says so (it failed
- * its audit: "cost declared, no secure selection ... layer 1"). */
-START_TEST(test_shared_layers_replayed)
+/* A selection shared across layers (`share: {layers: 2}`) at every step, by key norms of tokens
+ * (a window of 4, the top 6) and of pages of 4 (4 sinks, the top 2 pages), and by the query
+ * against the pages' bounds (Quest's score, the same pages): the first layer of
+ * each pair (layers 0, 2, 4 of stories260K's 5) selects on shares and leaves its one-hot rows in
+ * state; layers 1 and 3 gather their own cached rows by them in the same step
+ * (compose_shlay.c). 5 layers x 4 KV heads x 8 steps = 160 masks, each equal to its select()
+ * over the session's keys (the shared ones included: a follower keeps its leader's positions).
+ * Before, the session kept the replay's kept sets with a NOTE ("has no selection on shares"). */
+static const char *const shl_yaml[3] = {
+    "name: shl_tok\nrecent: 4\nscore: key_norm\nshare: {heads: kv_head, layers: 2}\n"
+    "select: {topk: 6}\n",
+    "name: shl_pg\nsinks: 4\nscore: key_norm\ngranularity: {page: 4}\n"
+    "share: {heads: kv_head, layers: 2}\nselect: {topk: 8}\n",
+    "name: shl_pb\nsinks: 4\nscore: page_bounds\ngranularity: {page: 4}\n"
+    "share: {heads: kv_head, layers: 2}\nselect: {topk: 8}\n"};
+static const char *const shl_file[3] = {"shl_tok.yaml", "shl_pg.yaml", "shl_pb.yaml"};
+static const char *const shl_name[3] = {"shl_tok", "shl_pg", "shl_pb"};
+
+static void shared_layers_on(const char *proto)
 {
-    static const char *const yaml[] = {
-        "name: shl_tok\nrecent: 4\nscore: key_norm\nshare: {heads: kv_head, layers: 2}\n"
-        "select: {topk: 6}\n",
-        "name: shl_pg\nsinks: 4\nscore: key_norm\ngranularity: {page: 4}\n"
-        "share: {heads: kv_head, layers: 2}\nselect: {topk: 8}\n"};
-    char out[1 << 14];
-    for (int i = 0; i < 2; i++) {
-        char *f = strdup(th_file(&td, i ? "shl_pg.yaml" : "shl_tok.yaml", yaml[i]));
-        th_cli_expect(out, sizeof out, 0, "has no selection on shares: the secure run applies",
-                      "validate --model stories260K -p semi2k --accuracy 24 --prompt 16 --policy "
-                      "'%s'",
-                      f);
-        ck_assert_msg(!strstr(out, "audit failed"), "%s", out);
-        ck_assert_msg(strstr(out, "bytes and rounds of every op of the 9 steps equal the "
-                                  "prediction: yes"),
-                      "%s", out);
+    char out[1 << 14], own[120];
+    for (int i = 0; i < 3; i++) {
+        char *f = strdup(th_file(&td, shl_file[i], shl_yaml[i]));
+        th_cli_expect(out, sizeof out, 0,
+                      "bytes and rounds of every op of the 9 steps equal the prediction: yes",
+                      "validate --model stories260K -p %s --accuracy 24 --prompt 16 --policy '%s'",
+                      proto, f);
+        ck_assert_msg(!strstr(out, "has no selection on shares"), "%s", out);
+        snprintf(own, sizeof own, "selection on shares from %s's own emitted ops", shl_name[i]);
+        ck_assert_msg(strstr(out, own), "%s", out);
+        th_own_select(out, 160);
+        free(f);
+    }
+}
+
+START_TEST(test_shared_layers_semi2k) { shared_layers_on("semi2k"); }
+END_TEST
+
+START_TEST(test_shared_layers_aby3) { shared_layers_on("aby3"); }
+END_TEST
+
+/* Their ops gather what select() keeps, a follower's rows by its leader's one-hot: every one of
+ * the 640 masks chosen by the ops (before: "cost declared", the ops taking no operands). */
+START_TEST(test_shared_layers_check)
+{
+    char out[1 << 13], want[40];
+    for (int i = 0; i < 3; i++) {
+        char *f = strdup(th_file(&td, shl_file[i], shl_yaml[i]));
+        snprintf(want, sizeof want, "%s: match", shl_name[i]);
+        th_cli_expect(out, sizeof out, 0, want, "policy check '%s' --prompt 16", f);
+        ck_assert_uint_eq(th_chosen(out), 640);
         free(f);
     }
 }
@@ -384,6 +413,7 @@ Suite *pagesec_suite(void)
              test_quest_blocks_semi2k, test_quest_blocks_aby3, test_quest_audit, test_kpages_semi2k,
              test_kpages_aby3, test_plugin_check, test_plugin_semi2k, test_plugin_aby3,
              test_plugin_no_bias, test_check_window_pages, test_window_pages_shares,
-             test_shared_layers_replayed, test_kv_budget_pages);
+             test_shared_layers_semi2k, test_shared_layers_aby3, test_shared_layers_check,
+             test_kv_budget_pages);
     return s;
 }

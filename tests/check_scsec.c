@@ -437,18 +437,21 @@ START_TEST(test_scsec_cost_path_blocks)
 END_TEST
 
 /* The attention compositions re-selecting at every step (compose_att.c: the accumulated scores
- * and the newest row, a window of 4 and the top 6): the session's program at each decode step
- * costs what the cost path does. */
+ * and the newest row, a window of 4 and the top 6; the accumulated ones shared across pairs of
+ * layers): the session's program at each decode step costs what the cost path does. */
 START_TEST(test_scsec_cost_path_att)
 {
-    static const char *const yaml[2] = {"name: attacc_s\nrecent: 4\nscore: attention\n"
+    static const char *const yaml[3] = {"name: attacc_s\nrecent: 4\nscore: attention\n"
                                         "select: {topk: 6}\n",
                                         "name: attlast_s\nrecent: 4\n"
                                         "score: {attention: {accumulate: false}}\n"
+                                        "select: {topk: 6}\n",
+                                        "name: attaccshl_s\nrecent: 4\nscore: attention\n"
+                                        "share: {heads: kv_head, layers: 2}\n"
                                         "select: {topk: 6}\n"};
-    const char *file[2] = {"attacc_s.yaml", "attlast_s.yaml"}, *pn[2] = {"semi2k", "aby3"};
-    const char *lay[2] = {"rows", "scores"};
-    for (int c = 0; c < 2; c++) {
+    const char *file[3] = {"attacc_s.yaml", "attlast_s.yaml", "attaccshl_s.yaml"};
+    const char *pn[2] = {"semi2k", "aby3"}, *lay[2] = {"rows", "scores"};
+    for (int c = 0; c < 3; c++) {
         const policy_ops *p;
         errbuf e = {{0}};
         ck_assert_msg(policy_compose_load(th_file(&td, file[c], yaml[c]), &p, &e) == MS_OK, "%s",
@@ -692,6 +695,56 @@ static const char pgbevery_yaml[] = "name: pgbevery_blocks\nsinks: 4\nrecent: 3\
 static const char knperm_yaml[] = "name: knperm_blocks\nrecent: 4\nscore: key_norm\n"
                                   "evict: permanent\nselect: {topk: 6}\n";
 
+/* One selection per pair of layers (layers 0, 2, 4 select; 1 and 3 gather their own rows by
+ * the one-hot rows of the layer before): by key norms of tokens beside a window of 4 (the top
+ * 6), and of pages of 4 beside 4 sinks by their key norms or their bounds against the query (the
+ * top 2 pages, a partial last page at 3 steps of 4). */
+static const char shltok_yaml[] = "name: shltok_blocks\n"
+                                  "summary: a window, one key-norm selection per 2 layers\n"
+                                  "recent: 4\n"
+                                  "score: key_norm\n"
+                                  "share: {heads: kv_head, layers: 2}\n"
+                                  "select: {topk: 6}\n";
+static const char shlpb_yaml[] = "name: shlpb_blocks\n"
+                                 "summary: sinks, the pages of largest bound scores per 2 layers\n"
+                                 "sinks: 4\n"
+                                 "score: page_bounds\n"
+                                 "granularity: {page: 4}\n"
+                                 "share: {heads: kv_head, layers: 2}\n"
+                                 "select: {topk: 8}\n";
+static const char shlpg_yaml[] = "name: shlpg_blocks\n"
+                                 "summary: sinks, the pages of largest key norms per 2 layers\n"
+                                 "sinks: 4\n"
+                                 "score: key_norm\n"
+                                 "granularity: {page: 4}\n"
+                                 "share: {heads: kv_head, layers: 2}\n"
+                                 "select: {topk: 8}\n";
+
+/* The same pairs selecting once after the prompt (key norms; SnapKV's window votes, maxpool over
+ * 3, a capacity of 10 beside the window of 4) or every 2 decode steps (key norms). */
+static const char shlonce_yaml[] = "name: shlonce_blocks\n"
+                                   "summary: a window, key norms once per 2 layers\n"
+                                   "recent: 4\n"
+                                   "score: key_norm\n"
+                                   "when: once\n"
+                                   "share: {heads: kv_head, layers: 2}\n"
+                                   "select: {topk: 6}\n";
+static const char shlevery_yaml[] = "name: shlevery_blocks\n"
+                                    "summary: a window, key norms every 2 steps per 2 layers\n"
+                                    "recent: 4\n"
+                                    "score: key_norm\n"
+                                    "when: {every: 2}\n"
+                                    "share: {heads: kv_head, layers: 2}\n"
+                                    "select: {topk: 6}\n";
+static const char shlwv_yaml[] =
+    "name: shlwv_blocks\n"
+    "summary: window votes once per 2 layers\n"
+    "recent: 4\n"
+    "score: {window_attention: {window: 4, kernel: 3, pooling: maxpool}}\n"
+    "when: once\n"
+    "share: {heads: kv_head, layers: 2}\n"
+    "select: {topk: {capacity: 10}}\n";
+
 static void load_one(const char *name, const char *file, const char *text)
 {
     errbuf e = {{0}};
@@ -860,6 +913,40 @@ START_TEST(test_scsec_knperm_cost_path)
 }
 END_TEST
 
+/* The cost path of a selection shared across layers (shltok_yaml, shlpg_yaml, shlpb_yaml): each
+ * decode step's session program (the followers' gathers by their leader's one-hot rows) costs
+ * what `mpcsim run` costs, under both layouts. */
+START_TEST(test_scsec_shared_layers_cost_path)
+{
+    load_one("shltok_blocks", "shltok.yaml", shltok_yaml);
+    load_one("shlpg_blocks", "shlpg.yaml", shlpg_yaml);
+    load_one("shlpb_blocks", "shlpb.yaml", shlpb_yaml);
+    const scase c[3] = {
+        {"shltok_blocks", {NULL}, 0}, {"shlpg_blocks", {NULL}, 0}, {"shlpb_blocks", {NULL}, 0}};
+    const char *pn[2] = {"semi2k", "aby3"}, *lay[2] = {"rows", "scores"};
+    for (int k = 0; k < 3; k++)
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < 2; j++)
+                same_as_cost_path(&c[k], pn[i], lay[j]);
+}
+END_TEST
+
+/* Their cost path selecting once or every 2 steps (shlonce_yaml, shlevery_yaml, shlwv_yaml). */
+START_TEST(test_scsec_shared_once_cost_path)
+{
+    load_one("shlonce_blocks", "shlonce.yaml", shlonce_yaml);
+    load_one("shlevery_blocks", "shlevery.yaml", shlevery_yaml);
+    load_one("shlwv_blocks", "shlwv.yaml", shlwv_yaml);
+    const scase c[3] = {
+        {"shlonce_blocks", {NULL}, 0}, {"shlevery_blocks", {NULL}, 0}, {"shlwv_blocks", {NULL}, 0}};
+    const char *pn[2] = {"semi2k", "aby3"}, *lay[2] = {"rows", "scores"};
+    for (int k = 0; k < 3; k++)
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < 2; j++)
+                same_as_cost_path(&c[k], pn[i], lay[j]);
+}
+END_TEST
+
 Suite *scsec_suite(void)
 {
     Suite *s = suite_create("scsec");
@@ -872,6 +959,7 @@ Suite *scsec_suite(void)
              test_scsec_public_cost_path, test_scsec_layer_cost_path,
              test_scsec_kv_budget_pages_cost_path, test_scsec_tova_h2o_cost_path,
              test_scsec_shared_cost_path, test_scsec_pages_carried_cost_path,
-             test_scsec_knperm_cost_path);
+             test_scsec_knperm_cost_path, test_scsec_shared_layers_cost_path,
+             test_scsec_shared_once_cost_path);
     return s;
 }

@@ -81,6 +81,23 @@ static const char knoncesl_yaml[] = "name: knoncesl_t\nrecent: 4\nscore: key_nor
 static const char kneverysl_yaml[] = "name: kneverysl_t\nrecent: 4\nscore: key_norm\n"
                                      "share: layer\nwhen: {every: 2}\nselect: {topk: 6}\n";
 
+/* Shared across pairs of layers (`share: {heads: kv_head, layers: 2}`): layers 0, 2 and 4 select
+ * once after the prompt (key norms, or SnapKV's window votes of the last 4 prompt queries
+ * maxpooled over 3, the capacity 10 counting the window: the top 6), or every 2 decode steps;
+ * layers 1 and 3 gather their own rows by the one-hot rows of the layer before, at the prompt
+ * into state (once) or at the selecting steps (every 2, into state too for the step between).
+ * Each kept the replay's kept sets with a NOTE, and policy check said "cost declared". */
+static const char knonce_shl_yaml[] = "name: knonce_shl_t\nrecent: 4\nscore: key_norm\n"
+                                      "when: once\nshare: {heads: kv_head, layers: 2}\n"
+                                      "select: {topk: 6}\n";
+static const char knevery_shl_yaml[] = "name: knevery_shl_t\nrecent: 4\nscore: key_norm\n"
+                                       "when: {every: 2}\nshare: {heads: kv_head, layers: 2}\n"
+                                       "select: {topk: 6}\n";
+static const char wv_shl_yaml[] =
+    "name: wv_shl_t\nrecent: 4\n"
+    "score: {window_attention: {window: 4, kernel: 3, pooling: maxpool}}\nwhen: once\n"
+    "share: {heads: kv_head, layers: 2}\nselect: {topk: {capacity: 10}}\n";
+
 /* A key-norm composition on shares: 5 layers x 4 KV heads x 8 steps = 160 masks, each choosing
  * 6, equal to its select() over the session's keys, every op as predicted (each kept the
  * replay's kept sets with a NOTE: "has no selection on shares"). */
@@ -191,6 +208,56 @@ START_TEST(test_keynorm_everysl_check)
 }
 END_TEST
 
+START_TEST(test_shared_once_semi2k)
+{
+    kncomp_on("semi2k", "knonce_shl.yaml", knonce_shl_yaml, "knonce_shl_t");
+}
+END_TEST
+
+START_TEST(test_shared_once_aby3)
+{
+    kncomp_on("aby3", "knonce_shl.yaml", knonce_shl_yaml, "knonce_shl_t");
+}
+END_TEST
+
+START_TEST(test_shared_once_check)
+{
+    kncomp_check("knonce_shl.yaml", knonce_shl_yaml, "knonce_shl_t");
+}
+END_TEST
+
+START_TEST(test_shared_every_semi2k)
+{
+    kncomp_on("semi2k", "knevery_shl.yaml", knevery_shl_yaml, "knevery_shl_t");
+}
+END_TEST
+
+START_TEST(test_shared_every_aby3)
+{
+    kncomp_on("aby3", "knevery_shl.yaml", knevery_shl_yaml, "knevery_shl_t");
+}
+END_TEST
+
+START_TEST(test_shared_every_check)
+{
+    kncomp_check("knevery_shl.yaml", knevery_shl_yaml, "knevery_shl_t");
+}
+END_TEST
+
+/* SnapKV's maxpool makes exact ties among equal neighbours: a later layer's are its leader's,
+ * judged by the leader's votes (equal or ties, 160 in all). */
+START_TEST(test_shared_window_semi2k)
+{
+    kncomp_on("semi2k", "wv_shl.yaml", wv_shl_yaml, "wv_shl_t");
+}
+END_TEST
+
+START_TEST(test_shared_window_aby3) { kncomp_on("aby3", "wv_shl.yaml", wv_shl_yaml, "wv_shl_t"); }
+END_TEST
+
+START_TEST(test_shared_window_check) { kncomp_check("wv_shl.yaml", wv_shl_yaml, "wv_shl_t"); }
+END_TEST
+
 START_TEST(test_keynorm_blocks) { keynorm_blocks_on("semi2k"); }
 END_TEST
 
@@ -274,6 +341,9 @@ Suite *secsel_suite(void)
              test_keynorm_once_aby3, test_keynorm_once_check, test_keynorm_every_semi2k,
              test_keynorm_every_aby3, test_keynorm_every_check, test_keynorm_oncesl_semi2k,
              test_keynorm_oncesl_aby3, test_keynorm_oncesl_check, test_keynorm_everysl_semi2k,
-             test_keynorm_everysl_aby3, test_keynorm_everysl_check);
+             test_keynorm_everysl_aby3, test_keynorm_everysl_check, test_shared_once_semi2k,
+             test_shared_once_aby3, test_shared_once_check, test_shared_every_semi2k,
+             test_shared_every_aby3, test_shared_every_check, test_shared_window_semi2k,
+             test_shared_window_aby3, test_shared_window_check);
     return s;
 }

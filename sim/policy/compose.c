@@ -21,7 +21,7 @@
  * The MPC cost is derived from the same blocks (emit_cost): each appends its own ops through
  * the op builder (protocols/program/opb.h), with the shapes of the selection it made. */
 #include "compose.h"
-#include "compose_int.h"
+#include "compose_cs.h"
 #include "page_ops.h"
 #include "pcheck.h"
 #include "protocols/base/yamlx.h"
@@ -37,33 +37,6 @@
 static cslot *slots[POLICY_COMPOSE_MAX];
 static size_t n_slots;
 static pthread_mutex_t slots_mu = PTHREAD_MUTEX_INITIALIZER;
-
-/* ---- the state of a run ------------------------------------------------------------------ */
-
-typedef struct cstate {
-    const cslot *sl;
-    const cspec *sp;
-    policy_env env;
-    uint32_t sinks, recent, ktok, min_units, window, kernel, dense, every, page;
-    int maxpool;
-    double frac, thr;
-    uint64_t seed;
-    uint32_t max_pages, G;
-    float *score;     /* [L][Hkv][max_len] token scores (attention, key norm, random) */
-    float *vote;      /* [L][H][P] window votes */
-    float *mx, *mn;   /* [L][Hkv][max_pages][d] page bounds */
-    uint8_t *alive;   /* [L][Hkv][max_len] the kept set (once, permanent, every N) */
-    uint32_t *sel_at; /* [L] the position of the layer's last selection (every N) */
-    uint32_t *lk;     /* [L] a pyramid's top-k entries per layer, or NULL */
-    uint8_t *lrow;    /* [Hkv][max_len] a leader layer's rows of this step (share layers) */
-    uint32_t lrow_at; /* the position and leader layer + 1 they are of */
-    uint32_t lrow_layer;
-    float *us, *tmp, *acc;
-    uint32_t *cand, *sel, *work;
-    uint8_t *row;
-    float *kmax, *qmax; /* [L] page bounds: the largest |key| seen, |query| of the step */
-    int8_t *preal;      /* [L] pages_real's verdict, -1 before the first */
-} cstate;
 
 static void cs_fini(void *st)
 {
@@ -112,24 +85,6 @@ static int arg_dbl(const cslot *sl, const policy_args *a, const char *key, doubl
 {
     *out = dflt;
     return has_param(sl, key) ? policy_arg_double(&sl->ops, a, key, out, e) : MS_OK;
-}
-
-/* The pyramid's top-k entries of layer l of L (PyramidKV, Zefan-Cai/KVCache-Factory
- * pyramidkv_utils.py PyramidKVCluster, as sim/policy/policy_pyramidkv.c): C the mean capacity,
- * w the kept sinks and window, integer divisions as the Python code; UINT32_MAX: none. */
-static uint32_t pyramid_k(int64_t P, int64_t C, int64_t w, int64_t beta, int64_t L, int64_t l)
-{
-    if (P < C)
-        return UINT32_MAX;
-    if (P < 2 * (C - w))
-        return C > w ? (uint32_t)(C - w) : 0;
-    int64_t lo = (C - w) / beta, hi = 2 * (C - w) - lo;
-    if (hi >= P - w) {
-        hi = P - w;
-        lo = 2 * (C - w) - hi;
-    }
-    int64_t step = L > 1 ? (hi - lo) / (L - 1) : 0, b = hi - l * step;
-    return b < 0 ? 0 : (uint32_t)b;
 }
 
 static int cs_init_at(size_t slot, const policy_env *env, const policy_args *a, void **st,
@@ -244,7 +199,7 @@ static int cs_init_at(size_t slot, const policy_env *env, const policy_args *a, 
         }
         ok = ok && (s->lk = calloc(v->n_layers + 1, sizeof *s->lk));
         for (uint32_t l = 0; ok && l < v->n_layers; l++)
-            s->lk[l] = pyramid_k(P, C, w, beta, v->n_layers, l);
+            s->lk[l] = compose_pyramid_k(P, C, w, beta, v->n_layers, l);
     }
     if (!ok) {
         cs_fini(s);
@@ -290,52 +245,6 @@ static int (*const cs_inits[POLICY_COMPOSE_MAX])(const policy_env *, const polic
     cs_init_0, cs_init_1, cs_init_2,  cs_init_3,  cs_init_4,  cs_init_5,  cs_init_6,  cs_init_7,
     cs_init_8, cs_init_9, cs_init_10, cs_init_11, cs_init_12, cs_init_13, cs_init_14, cs_init_15,
 };
-
-/* ---- the budget -------------------------------------------------------------------------- */
-
-/* Sinks, recent window and top-k units of a selection over T cached entries. Under kv_budget F
- * the budget is round(F·B) entries of B: the prompt for a selection made once or evicting
- * permanently (a fixed-size cache), else the T cached entries; the sinks come first, the
- * window is as given (fixed), the rest (rest) or a share of the budget, the top-k the rest. */
-static void budget(const cstate *s, uint32_t layer, uint32_t T, uint32_t *sinks, uint32_t *recent,
-                   uint32_t *k)
-{
-    const cspec *sp = s->sp;
-    *sinks = s->sinks;
-    *recent = s->recent;
-    if (s->lk) { /* a pyramid: the layer's own count */
-        *k = s->lk[layer] == UINT32_MAX ? UINT32_MAX : s->lk[layer] / s->page;
-        return;
-    }
-    if (s->frac <= 0) {
-        uint32_t u = s->ktok == UINT32_MAX ? UINT32_MAX : s->ktok / s->page;
-        *k = u > s->min_units ? u : s->min_units;
-        return;
-    }
-    uint32_t B = sp->when == W_ONCE || sp->permanent ? s->env.prompt_len : T;
-    uint32_t n = policy_budget_entries(s->frac, B);
-    *sinks = n < s->sinks ? n : s->sinks;
-    if (sp->rmode == R_REST)
-        *recent = n - *sinks;
-    else if (sp->rmode == R_SHARE)
-        *recent = (uint32_t)ceil(sp->rshare * (n - *sinks));
-    uint32_t used = *sinks + (*recent < B ? *recent : B);
-    if (s->page > 1) {
-        double u = floor((s->frac * B - used) / s->page + 0.5);
-        *k = u < 1 ? 1 : (uint32_t)u;
-    } else {
-        *k = n > used ? n - used : 0;
-    }
-}
-
-/* The candidates [*c0, *c1) of T entries: after the sinks, before the recent window. */
-static void cand_range(uint32_t T, uint32_t sinks, uint32_t recent, uint32_t *c0, uint32_t *c1)
-{
-    *c0 = sinks < T ? sinks : T;
-    *c1 = T - (recent < T ? recent : T);
-    if (*c1 < *c0)
-        *c1 = *c0;
-}
 
 /* ---- scores ------------------------------------------------------------------------------ */
 
@@ -477,14 +386,6 @@ static void select_alive(cstate *s, uint32_t layer, uint32_t T, const float *q, 
 }
 
 /* ---- the policy callbacks ---------------------------------------------------------------- */
-
-/* The layer whose selection layer uses: itself, or with `share: {layers: N}` the first of its
- * group of N (counted from the first selecting layer). */
-static uint32_t leader(const cstate *s, uint32_t layer)
-{
-    uint32_t n = s->sp->lshare;
-    return n > 1 && layer >= s->dense ? layer - (layer - s->dense) % n : layer;
-}
 
 static unsigned cs_needs(void *st, uint32_t pos)
 {
@@ -666,38 +567,25 @@ static uint32_t cs_count(void *st, uint32_t layer, uint32_t pos)
  * candidates (every decode step of a full cache) is an arg-min, not a top-k: the candidates
  * negated (local), an ARGMAX, and the k survivors compacted by an oblivious select of each
  * row's element with the next row's, under the prefix sums of the one-hot (local). */
-/* The largest candidate key norm of [c0, c1) at layer: a KV head's, or shared their sum (the
- * scale of a selection's tie bound). */
-static double norm_max(const cstate *s, uint32_t layer, uint32_t c0, uint32_t c1, int shared)
-{
-    uint32_t Hkv = s->env.n_kv_heads;
-    double M = 0;
-    for (uint32_t j = c0; j < c1; j++) {
-        double x = 0;
-        for (uint32_t g = 0; g < Hkv; g++) {
-            double y = s->score[((size_t)layer * Hkv + g) * s->env.max_len + j];
-            x = shared ? x + y : fmax(x, y);
-        }
-        M = fmax(M, x);
-    }
-    return M;
-}
-
 /* Key norms in token units (a top-k at every step, every N or once; per KV head or one per
  * layer) with real operands (compose_keynorm.c), its budget at the last selecting position:
- * the prompt's when once, every N the last step selecting. */
+ * the prompt's when once, every N the last step selecting. A selection shared across layers:
+ * the leader's budget, the later layers of a group gathering their own rows by the first's
+ * one-hot rows (compose_shlay.c). */
 static int cs_emit_keynorm(cstate *s, int phase, uint32_t layer, uint32_t kv_len, op_program *prog,
                            errbuf *e)
 {
-    uint32_t P = s->env.prompt_len, sinks, recent;
+    uint32_t P = s->env.prompt_len, sinks, recent, lead = leader(s, layer);
     compose_kn kn = {.env = &s->env,
                      .shared = s->sp->share_all,
                      .once = s->sp->when == W_ONCE,
-                     .every = s->every};
+                     .every = s->every,
+                     .lead = lead,
+                     .group = s->sp->lshare > 1};
     kn.at = phase == PHASE_PREFILL || kn.once ? P : kv_len - (kv_len - P) % s->every;
-    budget(s, layer, kn.at, &sinks, &recent, &kn.k);
+    budget(s, lead, kn.at, &sinks, &recent, &kn.k);
     cand_range(kn.at, sinks, recent, &kn.c0, &kn.c1);
-    kn.M = norm_max(s, layer, kn.c0, kn.c1, kn.shared);
+    kn.M = norm_max(s, lead, kn.c0, kn.c1, kn.shared);
     return compose_keynorm_emit(&kn, phase, layer, kv_len, prog, s->sl->name, e);
 }
 
@@ -720,82 +608,6 @@ static int knperm_real(const cstate *s, uint32_t layer, uint32_t kv_len, compose
     return ok;
 }
 
-/* Pages (page_bounds, or key_norm summed per page) with a top-k at every step, on real operands
- * (page_ops.h, as quest): the bounds or squared norms carried as state, the candidate pages
- * [⌊c0 / S⌋, ⌈c1 / S⌉) scored, the top k pages' [K | V] rows gathered as the selection of
- * [c0, c1), their rows outside it biased out (sinks, padding, the window: attended as public;
- * select_row keeps a page's candidates only). A step of T cached entries attends
- * c0 + (T − c1) + k·S ≤ T entries where c0 is a page boundary (k ≤ pages − 1, one page
- * partial), otherwise where k·S ≤ c1 − c0; every step of the run is checked once per layer
- * (under kv_budget the sinks, window and k follow T: sinks cut to a prompt's small budget grow
- * back, possibly off a page boundary). Once or every N steps, a selecting step's pages also go
- * into state (page_select_carry) that the steps between name; once, where the candidate pages
- * end inside the prompt (no padding before a decode step). */
-static int pages_real(cstate *s, uint32_t layer)
-{
-    uint32_t P = s->env.prompt_len, S = s->page, sinks, recent, k, c0, c1;
-    if (S <= 1 || (s->sp->score != SC_BOUNDS && s->sp->score != SC_KEYNORM))
-        return 0;
-    if (s->preal[layer] >= 0)
-        return s->preal[layer];
-    budget(s, layer, P, &sinks, &recent, &k);
-    cand_range(P, sinks, recent, &c0, &c1);
-    int ok = s->sp->when != W_ONCE || (uint64_t)(c1 + S - 1) / S * S <= P;
-    for (uint32_t T = P; ok && T <= s->env.max_len; T++) {
-        budget(s, layer, T, &sinks, &recent, &k);
-        cand_range(T, sinks, recent, &c0, &c1);
-        uint32_t nu = c1 > c0 ? (c1 - 1) / S - c0 / S + 1 : 0; /* candidate pages */
-        ok = sinks % S == 0 || k == 0 || k >= nu || (uint64_t)k * S <= c1 - c0;
-    }
-    return s->preal[layer] = (int8_t)ok;
-}
-
-static int cs_emit_pages(cstate *s, int phase, uint32_t layer, uint32_t kv_len, op_program *prog,
-                         errbuf *e)
-{
-    const policy_env *v = &s->env;
-    uint32_t H = v->n_heads, Hkv = v->n_kv_heads, d = v->head_dim, S = s->page, P = v->prompt_len;
-    uint32_t sinks, recent, k, c0, c1, row = OP_NONE;
-    int pre = phase == PHASE_PREFILL, once = s->sp->when == W_ONCE, carry = once || s->every > 1;
-    /* once or every N: the budget of the last selecting step (the prompt when once), whose
-     * pages the steps between selections name (page_select_kept) */
-    uint32_t at = pre || once ? P : kv_len - (kv_len - P) % s->every, ml = carry ? v->max_len : 0;
-    budget(s, layer, at, &sinks, &recent, &k);
-    cand_range(at, sinks, recent, &c0, &c1);
-    uint32_t u0 = c0 / S, u1 = (c1 + S - 1) / S, nu = c1 > c0 ? u1 - u0 : 0, bst = OP_NONE;
-    int sel = (k > 0 || s->sp->score == SC_BOUNDS) && k < nu;
-    int now = sel && (pre ? once : !once && at == kv_len);
-    double tol;
-    opb b;
-    opb_init(&b, prog, phase, (int)layer, OPC_POLICY, NULL);
-    if (s->sp->score == SC_BOUNDS) {
-        bst = page_bounds_state(&b, "cmp", Hkv, s->max_pages, d);
-        if (pre)
-            page_bounds_prompt(&b, "cmp", bst, Hkv, kv_len, S, d);
-        tol = page_bounds_tol(s->qmax[layer], s->kmax[layer], d, s->G, pcheck_frac_bits());
-        if (now)
-            row = page_bounds_score(&b, "cmp", bst, H, Hkv, u0, nu, d);
-    } else {
-        /* COST: the new keys' squares and their sum (a product with public ones: local); once,
-         * the prompt's alone */
-        uint32_t nst = once && !pre ? opb_shared(&b, "cmp.norm", OPT_CACHE, Hkv, v->max_len, 1)
-                                    : compose_key_norms(&b, Hkv, d, v->max_len, pre ? kv_len : 1,
-                                                        pre ? 0 : kv_len);
-        tol = compose_keynorm_page_tol(d, S, norm_max(s, layer, c0, c1, 0));
-        if (now)
-            row = compose_keynorm_pages(&b, nst, Hkv, c0, c1, S);
-    }
-    if (now && carry) /* at the prompt the decode steps name it */
-        page_select_carry(&b, "cmp", row, H, Hkv, c0, u1, k, S, d, c1, kv_len, tol, !pre, ml);
-    else if (now)
-        page_select(&b, "cmp", row, H, Hkv, c0, u1, k, S, d, c1, kv_len, tol);
-    else if (sel && !pre)
-        page_select_kept(&b, "cmp", H, Hkv, c0, u1, k, S, d, c1, kv_len, tol, ml);
-    if (bst != OP_NONE && !pre)
-        page_bounds_upkeep(&b, "cmp", bst, Hkv, kv_len, S, d, s->max_pages);
-    return policy_emit_done(&b, s->sl->name, e);
-}
-
 /* A threshold of key norms or page bounds at every step, on real operands (compose_thr.c). */
 static int cs_emit_thr(cstate *s, int phase, uint32_t layer, uint32_t kv_len, op_program *prog,
                        errbuf *e)
@@ -816,13 +628,14 @@ static int cs_emit_thr(cstate *s, int phase, uint32_t layer, uint32_t kv_len, op
  * state at the prompt, those rows the decode steps' selection. Only where every selecting
  * layer's candidates end inside the voted entries (c1 ≤ P − window: a recent window at least
  * the vote window), per KV head, on tokens; a layer that keeps none (k = 0: a pyramid's top
- * layers) names no rows. */
+ * layers) names no rows. Shared across layers, a later layer of a group gathers its own prompt
+ * rows by its first layer's one-hot rows (compose_shlay.c). */
 static int window_real(const cstate *s)
 {
     const cspec *sp = s->sp;
     uint32_t P = s->env.prompt_len, sinks, recent, k, c0, c1;
     if (sp->score != SC_WINDOW || sp->sel != K_TOPK || sp->when != W_ONCE || sp->permanent ||
-        s->page != 1 || sp->share_all || sp->lshare > 1)
+        s->page != 1 || sp->share_all)
         return 0;
     for (uint32_t l = s->dense; l < s->env.n_layers; l++) {
         budget(s, l, P, &sinks, &recent, &k);
@@ -837,20 +650,27 @@ static int cs_emit_window(cstate *s, int phase, uint32_t layer, uint32_t kv_len,
                           errbuf *e)
 {
     const policy_env *v = &s->env;
-    uint32_t P = v->prompt_len, Hkv = v->n_kv_heads, sinks, recent, k, c0, c1;
-    budget(s, layer, P, &sinks, &recent, &k);
+    uint32_t P = v->prompt_len, Hkv = v->n_kv_heads, sinks, recent, k, c0, c1,
+             lead = leader(s, layer);
+    budget(s, lead, P, &sinks, &recent, &k);
     cand_range(P, sinks, recent, &c0, &c1);
     if (k >= c1 - c0)
         return MS_OK; /* every candidate kept: no selection */
     opb b;
     opb_init(&b, prog, phase, (int)layer, OPC_POLICY, NULL);
+    double tol = snap_votes_tol(s->window, s->G, s->kernel, s->maxpool, pcheck_frac_bits());
+    if (lead != layer) { /* its own rows by its leader's one-hot rows (compose_shlay.c) */
+        compose_follow_once(&b, phase, lead, Hkv, 2 * v->head_dim, kv_len, c0, c1, k, tol);
+        return policy_emit_done(&b, s->sl->name, e);
+    }
     uint32_t sc = OP_NONE; /* the votes where a top-k reads them (as snapkv_emit) */
     if (phase == PHASE_PREFILL && k > 0)
         sc = snap_votes_emit(&b, v->n_heads, s->window, c1, s->kernel, s->maxpool, Hkv);
     else if (phase == PHASE_PREFILL)
         pcheck_input(&b, PCHECK_IN_PROMPT_ATT, v->n_heads, s->window, c1);
-    snap_select_emit(&b, phase, sc, Hkv, 2 * v->head_dim, kv_len, c0, c1, k,
-                     snap_votes_tol(s->window, s->G, s->kernel, s->maxpool, pcheck_frac_bits()));
+    uint32_t oh = snap_select_emit(&b, phase, sc, Hkv, 2 * v->head_dim, kv_len, c0, c1, k, tol);
+    if (s->sp->lshare > 1 && oh != OP_NONE)
+        compose_lead_put(&b, oh, OP_NONE, Hkv, k, c1 - c0);
     return policy_emit_done(&b, s->sl->name, e);
 }
 
@@ -863,10 +683,16 @@ static void att_budget(const void *st, uint32_t layer, uint32_t T, compose_att_b
 static int att_real(const cstate *s, uint32_t layer, uint32_t T, int pre, compose_att *a)
 {
     const policy_env *v = &s->env;
-    *a = (compose_att){.env = v, .st = s, .layer = layer, .budget = att_budget};
+    uint32_t lead = leader(s, layer); /* a later layer of a group: its leader's */
+    *a = (compose_att){.env = v, .st = s, .layer = lead, .budget = att_budget};
     a->last = s->sp->att_last, a->frac = s->frac > 0, a->every = s->every;
     a->shared = s->sp->share_all;
-    a->score = s->score + (size_t)layer * v->n_kv_heads * v->max_len;
+    a->score = s->score + (size_t)lead * v->n_kv_heads * v->max_len;
+    a->lead = lead, a->group = s->sp->lshare > 1;
+    /* shared across layers: where its later layers gather by the leader's one-hot rows
+     * (compose_att.c): per KV head at every step, no sinks, a fixed budget of every layer */
+    if (a->group && (a->frac || a->every > 1 || a->shared || s->lk || s->sinks))
+        return 0;
     return compose_att_shaped(s->sp) && compose_att_setup(a, T, pre);
 }
 
@@ -875,7 +701,8 @@ static int cs_choice(void *st, uint32_t layer, uint32_t pos, uint32_t stage, pol
 {
     cstate *s = st;
     compose_att a;
-    if (stage || layer < s->dense || pos < s->env.prompt_len || !att_real(s, layer, pos, 0, &a))
+    if (stage || layer < s->dense || pos < s->env.prompt_len || !att_real(s, layer, pos, 0, &a) ||
+        a.lead != layer) /* a later layer of a group has its leader's choice */
         return 0;
     return compose_att_choice(&a, s->alive + (a.score - s->score), pos, c);
 }
@@ -885,6 +712,8 @@ static int cs_adopt(void *st, uint32_t layer, uint32_t pos, uint32_t stage, cons
 {
     cstate *s = st;
     compose_att_adopt(&s->env, s->alive, s->sel_at, layer, kept, pos);
+    if (s->lrow && s->lrow_at == pos && s->lrow_layer == layer + 1) /* its group's too */
+        memcpy(s->lrow, kept, (size_t)s->env.n_kv_heads * pos);
     return MS_OK;
 }
 
@@ -901,7 +730,7 @@ static int cs_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const u
     if (window_real(s))
         return cs_emit_window(s, phase, layer, kv_len, prog, e);
     if (sp->score == SC_KEYNORM && sp->sel == K_TOPK && s->page == 1 && !sp->permanent &&
-        sp->lshare <= 1)
+        (sp->lshare <= 1 || !sp->share_all || (sp->when == W_STEP && s->every == 1)))
         return cs_emit_keynorm(s, phase, layer, kv_len, prog, e);
     if (compose_thr_shaped(sp, s->every, s->frac)) /* a threshold on shares (compose_thr.c) */
         return cs_emit_thr(s, phase, layer, kv_len, prog, e);
@@ -912,8 +741,10 @@ static int cs_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const u
     if (att_real(s, layer, kv_len, phase == PHASE_PREFILL, &att))
         return compose_att_emit(&att, phase, layer, kv_len, prog, s->sl->name, e);
     if ((sp->score == SC_KEYNORM || sp->score == SC_BOUNDS) && sp->sel == K_TOPK &&
-        !sp->permanent && !sp->share_all && sp->lshare <= 1 && pages_real(s, layer))
-        return cs_emit_pages(s, phase, layer, kv_len, prog, e);
+        !sp->permanent && !sp->share_all &&
+        (sp->lshare <= 1 || (sp->when == W_STEP && s->every == 1)) &&
+        compose_pages_real(s, leader(s, layer)))
+        return compose_emit_pages(s, phase, layer, kv_len, prog, e);
     policy_emitter pe;
     opb_init(&pe, prog, phase, (int)layer, OPC_POLICY, NULL);
     int pre = phase == PHASE_PREFILL;
@@ -1038,7 +869,7 @@ static int cs_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const u
 
 /* The rows a decode step attends (policy_ops.attend) when it gathers whole pages every step
  * (a top-k of pages): the entries outside the candidates (sinks, recent window) and k pages of
- * `page` rows — what its ops gather (cs_emit, cs_emit_pages: rows not candidates biased out),
+ * `page` rows — what its ops gather (cs_emit, compose_emit_pages: rows not candidates biased out),
  * a public count whichever pages were chosen, not their kept count. Otherwise the kept counts. */
 static void cs_attend(void *st, uint32_t layer, uint32_t kv_len, const uint32_t *kept,
                       uint32_t *rows)
@@ -1050,11 +881,11 @@ static void cs_attend(void *st, uint32_t layer, uint32_t kv_len, const uint32_t 
         R = kept[g] > R ? kept[g] : R;
     if (layer >= s->dense && compose_thr_shaped(sp, s->every, s->frac))
         R = kv_len; /* an oblivious threshold attends every entry, the dropped biased out */
-    /* once or every N on real operands: the pages of the last selecting step (cs_emit_pages) */
+    /* once or every N on real operands: the pages of the last selecting step (compose_pages.c) */
     uint32_t P = s->env.prompt_len, at = sp->when == W_ONCE ? P : kv_len - (kv_len - P) % s->every;
     if (layer >= s->dense && s->page > 1 && sp->sel == K_TOPK && !sp->permanent &&
         ((sp->when == W_STEP && s->every == 1) ||
-         (pages_real(s, layer) && !sp->share_all && sp->lshare <= 1))) {
+         (compose_pages_real(s, layer) && !sp->share_all && sp->lshare <= 1))) {
         budget(s, layer, at, &sinks, &recent, &k);
         cand_range(at, sinks, recent, &c0, &c1);
         uint32_t nc = c1 > c0 ? (c1 - 1) / s->page - c0 / s->page + 1 : 0;

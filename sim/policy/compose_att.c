@@ -19,7 +19,9 @@
  * the steps between selections attend the last one's rows and every entry cached since (their
  * state: the step before's, the new entry's row appended), the scores updated at every step.
  * With `share: layer` one score row per layer (every query head's attention summed), one top-k,
- * its one-hot copied to each KV head's gather. */
+ * its one-hot copied to each KV head's gather. Shared across layers (`share: {layers: N}`, per KV
+ * head at every step, no sinks, a fixed budget), the leader also puts its one-hot rows and ranked
+ * scores into state and each later layer gathers its own rows by them (att_follow). */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -30,7 +32,7 @@
 int compose_att_shaped(const cspec *sp)
 {
     return sp->score == SC_ATT && sp->when == W_STEP && !sp->permanent && sp->sel == K_TOPK &&
-           sp->lshare <= 1 && !sp->cluster && sp->page <= 1;
+           !sp->cluster && sp->page <= 1;
 }
 
 /* The state tensor nm (B, rows, cols), named by its size n where that changes from step to step
@@ -79,6 +81,8 @@ static void next_topk(opb *b, const compose_att *a, const compose_att_budget *u,
     opb_put(b, out, sel, Hkv, s, k, d2);
     if (s)
         opb_put(b, opb_rows(b, tab, Hkv, 0, s, d2, "cmp.next_sinks"), sel, Hkv, 0, s, d2);
+    if (a->group) /* the one-hot rows the later layers of its group gather by */
+        compose_lead_put(b, oh, OP_NONE, Hkv, k, nc);
 }
 
 /* The tie bound of the selection step T attends: the ops' scores are exact sums of
@@ -96,6 +100,42 @@ static double tie_bound(const compose_att *a, uint32_t T)
         for (uint32_t j = 0; j < T; j++)
             M = fmax(M, a->score[(size_t)g * v->max_len + j] * scale);
     return 2 * A * (ldexp(1, -pcheck_frac_bits()) + M * 0x1p-24);
+}
+
+/* A later layer of a group (`share: {layers: N}`, per KV head, no sinks, a fixed budget: as
+ * compose.c att_real admits it): no scores; at the prompt and at each decode step its own rows
+ * of the next step's selection gathered by its leader's one-hot rows of the same step
+ * (compose_shlay.c) and its window's rows copied, into its state "cmp.sel"; a decode step names
+ * what that state held as the step began (a copy before the update), with the leader's ranked
+ * scores of the step for the ties. */
+static int att_follow(const compose_att *a, int phase, uint32_t layer, uint32_t T, op_program *prog,
+                      const char *name, errbuf *e)
+{
+    const policy_env *v = a->env;
+    uint32_t Hkv = v->n_kv_heads, d2 = 2 * v->head_dim, k = a->cur.k, r = a->cur.recent, m = k + r;
+    int pre = phase == PHASE_PREFILL;
+    uint32_t nc = pre ? T - r : T + 1 - r;
+    opb b;
+    opb_init(&b, prog, phase, (int)layer, OPC_POLICY, NULL);
+    uint32_t sel = opb_shared(&b, "cmp.sel", OPT_CACHE, Hkv, m, d2);
+    uint32_t kv = pcheck_input(&b, PCHECK_IN_KV, Hkv, T, d2);
+    uint32_t now = pre ? OP_NONE : opb_rows(&b, sel, Hkv, 0, m, d2, "cmp.sel_now");
+    /* COST: its own candidates' rows gathered by the leader's one-hot rows */
+    uint32_t oh = compose_lead_state(&b, a->lead, "cmp.lead_oh", Hkv, k, nc);
+    uint32_t out = opb_tensor(&b, "cmp.next_gather", OPT_TEMP, Hkv, k, d2);
+    opb_op(&b, OP_GATHER, Hkv, k, nc, d2, oh, opb_rows(&b, kv, Hkv, 0, nc, d2, "cmp.next_cand_kv"),
+           OP_NONE, out, OPF_NO_TRUNC, 0, 0);
+    opb_put(&b, out, sel, Hkv, 0, k, d2);
+    uint32_t w = pre ? r : r - 1; /* the window's cached rows (local copies), the new entry's */
+    if (w)
+        opb_put(&b, opb_rows(&b, kv, Hkv, T - w, w, d2, "cmp.next_win"), sel, Hkv, k, w, d2);
+    if (!pre) {
+        opb_put(&b, pcheck_input(&b, PCHECK_IN_KV_NEW, Hkv, 1, d2), sel, Hkv, m - 1, 1, d2);
+        pcheck_selection(&b, now, m, 0, T,
+                         compose_lead_state(&b, a->lead, "cmp.lead_row", Hkv, 1, T),
+                         tie_bound(a, T));
+    }
+    return policy_emit_done(&b, name, e);
 }
 
 int compose_att_choice(const compose_att *a, const uint8_t *alive, uint32_t pos, policy_choice *c)
@@ -144,6 +184,8 @@ int compose_att_emit(const compose_att *a, int phase, uint32_t layer, uint32_t k
      * selection's candidates c1 on (its window; every N: and the entries cached since) */
     uint32_t s = c->sinks, k = c->k, c1 = a->at - c->recent, w = T - c1, m = s + k + w;
     uint32_t ns = n->sinks, nk = n->k, nr = n->recent, nm = a->picks ? ns + nk + nr : m + 1;
+    if (a->lead != layer) /* a later layer of a group: by its leader's one-hot rows */
+        return att_follow(a, phase, layer, kv_len, prog, name, e);
     opb b;
     opb_init(&b, prog, phase, (int)layer, OPC_POLICY, NULL);
     uint32_t sc = opb_shared(&b, "cmp.att", OPT_CACHE, Hs, v->max_len, 1);
@@ -209,6 +251,8 @@ int compose_att_emit(const compose_att *a, int phase, uint32_t layer, uint32_t k
      * sinks' rows and those from c1 on gathered alongside (public positions, kept by both) */
     if (Hs != Hkv) /* the layer's scores as each KV head's, for the check's ties (local) */
         rank = heads_copies(&b, rank, Hkv, T, "cmp.rank_heads");
+    if (a->group) /* the later layers of its group name their selection with these scores */
+        compose_lead_put(&b, OP_NONE, rank, Hkv, 0, T);
     pcheck_selection(&b, sel, m, 0, T, rank, tie_bound(a, T));
     return policy_emit_done(&b, name, e);
 }

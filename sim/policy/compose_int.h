@@ -94,6 +94,8 @@ typedef struct compose_kn {
     int shared, once;
     uint32_t every, at, k, c0, c1;
     double M;
+    uint32_t lead; /* the layer whose selection it uses (share: {layers: N}) */
+    int group;     /* a selection shared across layers: the leader's one-hot put in state */
 } compose_kn;
 int compose_keynorm_emit(const compose_kn *kn, int phase, uint32_t layer, uint32_t kv_len,
                          op_program *prog, const char *name, errbuf *e);
@@ -103,11 +105,17 @@ int compose_keynorm_emit(const compose_kn *kn, int phase, uint32_t layer, uint32
  * carried state "cmp.norm" (Hkv, max_len, 1), which it returns. compose_keynorm_select: the
  * decode step's top-k of the candidates [c0, c1) of that state, per KV head or (shared) one per
  * layer of the KV heads' sums, and the gather of their cached [K | V] rows named as the
- * selection; M: the largest candidate score (a KV head's, or shared the sum's). */
+ * selection; M: the largest candidate score (a KV head's, or shared the sum's); lead: its one-hot
+ * rows and scores also put into state for the layers sharing its selection (compose_lead_put). */
 uint32_t compose_key_norms(opb *b, uint32_t Hkv, uint32_t d, uint32_t max_len, uint32_t t,
                            uint32_t r0);
 void compose_keynorm_select(opb *b, uint32_t nst, uint32_t Hkv, uint32_t d, uint32_t kv_len,
-                            uint32_t c0, uint32_t c1, uint32_t k, int shared, int carry, double M);
+                            uint32_t c0, uint32_t c1, uint32_t k, int shared, int carry, double M,
+                            int lead);
+/* Pages of S (key_norm summed per page): the candidates [c0, c1) of the norms state nst summed
+ * over each page [⌊c0 / S⌋, ⌈c1 / S⌉), the entries outside them zero: a row (Hkv, 1, pages). */
+uint32_t compose_keynorm_pages(opb *b, uint32_t nst, uint32_t Hkv, uint32_t c0, uint32_t c1,
+                               uint32_t S);
 /* With `when: {every: N}` (carry: the rows also into the state "cmp.kept"), a step between
  * selections names that state, the rows of the candidates [c0, c1) of the last selection
  * (shared: ranked by the KV heads' summed norms). */
@@ -115,9 +123,9 @@ void compose_keynorm_kept(opb *b, uint32_t nst, uint32_t Hkv, uint32_t d, uint32
                           uint32_t c0, uint32_t c1, uint32_t k, int shared, double M);
 /* Key norms selected once after the prompt (`when: once`) per KV head: at the prompt its keys'
  * squared norms, the top k of the candidates [c0, c1) and the gather of their rows into state;
- * at a decode step (kv_len cached) those rows named as the selection. M: as above. */
+ * at a decode step (kv_len cached) those rows named as the selection. M, lead: as above. */
 void compose_keynorm_once(opb *b, int phase, uint32_t Hkv, uint32_t d, uint32_t kv_len, uint32_t c0,
-                          uint32_t c1, uint32_t k, double M);
+                          uint32_t c1, uint32_t k, double M, int lead);
 /* The same with one selection per layer (`share: layer`): at the prompt its keys' squared
  * norms into the state "cmp.norm" (Hkv, max_len, 1), one top-k of the candidates' sums over
  * the KV heads and each KV head's rows gathered by it into state; at a decode step those rows
@@ -128,6 +136,37 @@ void compose_keynorm_once_shared(opb *b, int phase, uint32_t Hkv, uint32_t d, ui
 /* The tie bound of a selection by key norms of M the largest candidate score (a KV head's, or
  * shared the KV heads' sum of Hkv norms): compose_keynorm.c states its derivation. */
 double compose_keynorm_tol(uint32_t Hkv, uint32_t d, int shared, double M);
+
+/* A selection shared across layers (`share: {layers: N}`, compose_shlay.c): the group's first
+ * layer (its leader) selects; compose_lead_put, in its program (b's layer), puts its one-hot
+ * rows oh (Hkv, k, nu; OP_NONE: none) and the nu candidates' scores row (Hkv × nu; OP_NONE: none)
+ * they ranked
+ * into state of its layer's name; compose_follow_rows, in a later layer's program of the same
+ * step, gathers that layer's own cached [K | V] rows of the candidates [c0, c1) by the leader's
+ * one-hot rows and names them as its selection (the leader's scores, tol, for the ties; carry:
+ * the rows also into its state "cmp.kept", as compose_keynorm_select's). compose_page_select:
+ * page_select in the leader's program (its state put when group), page_gather of its one-hot
+ * rows in a follower's (row unused). compose_follow_once: a selection made once at the prompt
+ * (snap_select_emit's, the leader's one-hot rows put by compose_lead_put): at the prompt its
+ * own rows gathered by them into its state "snap.kept", at a decode step those rows named as
+ * its selection with the leader's scores ("snap.score_kept"). compose_lead_norms: the leader's
+ * key norms state ("cmp.norm", Hkv × max_len). */
+void compose_lead_put(opb *b, uint32_t oh, uint32_t row, uint32_t Hkv, uint32_t k, uint32_t nu);
+/* The leader's state nm (B, R, C) as named in this program (b's). */
+uint32_t compose_lead_state(opb *b, uint32_t lead, const char *nm, uint32_t B, uint32_t R,
+                            uint32_t C);
+void compose_follow_rows(opb *b, uint32_t lead, uint32_t Hkv, uint32_t d, uint32_t kv_len,
+                         uint32_t c0, uint32_t c1, uint32_t k, int carry, double tol);
+void compose_follow_once(opb *b, int phase, uint32_t lead, uint32_t Hkv, uint32_t d2,
+                         uint32_t kv_len, uint32_t c0, uint32_t c1, uint32_t k, double tol);
+uint32_t compose_lead_norms(opb *b, uint32_t lead, uint32_t Hkv, uint32_t max_len);
+void compose_page_select(opb *b, uint32_t lead, int group, uint32_t row, uint32_t H, uint32_t Hkv,
+                         uint32_t c0, uint32_t u1, uint32_t k, uint32_t S, uint32_t d, uint32_t c1,
+                         uint32_t kv_len, double tol);
+
+/* The pyramid's top-k entries of layer l of L (compose_score.c; UINT32_MAX: none). */
+uint32_t compose_pyramid_k(int64_t P, int64_t C, int64_t w, int64_t beta, int64_t L, int64_t l);
+
 /* Key norms evicting for good (`evict: permanent`) per KV head on tokens, with real operands
  * (compose_knperm.c): H2O's table of k kept rows [K | V | norm] in state, an eviction of the
  * least of k + 1 norms and a compaction at every decode step past the prompt. kn: the budget
@@ -135,7 +174,7 @@ double compose_keynorm_tol(uint32_t Hkv, uint32_t d, int shared, double M);
 int compose_knperm_emit(const compose_kn *kn, int phase, uint32_t layer, uint32_t kv_len,
                         op_program *prog, const char *name, errbuf *e);
 
-/* Key norms in pages (compose.c cs_emit_pages, page_ops.h): the candidates [c0, c1) of the
+/* Key norms in pages (compose_pages.c, page_ops.h): the candidates [c0, c1) of the
  * norms nst summed per page of S (the rows outside them zero; local), (Hkv, 1, pages); the tie
  * bound of such a page score (M: the largest candidate norm). */
 uint32_t compose_keynorm_pages(opb *b, uint32_t nst, uint32_t Hkv, uint32_t c0, uint32_t c1,
@@ -196,6 +235,8 @@ typedef struct compose_att {
     compose_att_budget cur, nxt;
     uint32_t at;
     int picks;
+    uint32_t lead; /* the layer whose selection it uses (share: {layers: N}): layer */
+    int group;     /* a selection shared across layers: the leader's one-hot put in state */
 } compose_att;
 /* Sets a up for the step at kv_len T (pre: the prompt's); 0 where a budget does not fit at some
  * cached count from the prompt on (no window, or no top-k below the candidates): then the

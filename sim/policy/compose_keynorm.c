@@ -68,10 +68,11 @@ static uint32_t cand_row(opb *b, uint32_t nst, uint32_t Hkv, uint32_t c0, uint32
 }
 
 /* The top k of the candidates [c0, c1) of the norms nst, per KV head or (shared) one per layer,
- * and the gather of their cached [K | V] rows (Hkv, k, 2d); *row: the scores ranked. */
+ * and the gather of their cached [K | V] rows (Hkv, k, 2d); *row: the scores ranked, *ohp: the
+ * one-hot rows (Hkv, k, c1 − c0). */
 static uint32_t topk_gather(opb *b, uint32_t nst, uint32_t Hkv, uint32_t d, uint32_t kv_len,
                             uint32_t c0, uint32_t c1, uint32_t k, int shared, uint32_t out,
-                            uint32_t *row)
+                            uint32_t *row, uint32_t *ohp)
 {
     uint32_t nc = c1 - c0;
     uint32_t cand = opb_rows(b, nst, Hkv, c0, nc, 1, "cmp.cand");
@@ -97,16 +98,20 @@ static uint32_t topk_gather(opb *b, uint32_t nst, uint32_t Hkv, uint32_t d, uint
     if (out == OP_NONE)
         out = opb_tensor(b, "cmp.gather", OPT_TEMP, Hkv, k, 2 * d);
     opb_op(b, OP_GATHER, Hkv, k, nc, 2 * d, oh, tab, OP_NONE, out, OPF_NO_TRUNC, 0, 0);
+    *ohp = oh;
     return out;
 }
 
 void compose_keynorm_select(opb *b, uint32_t nst, uint32_t Hkv, uint32_t d, uint32_t kv_len,
-                            uint32_t c0, uint32_t c1, uint32_t k, int shared, int carry, double M)
+                            uint32_t c0, uint32_t c1, uint32_t k, int shared, int carry, double M,
+                            int lead)
 {
-    uint32_t row;
-    uint32_t out = topk_gather(b, nst, Hkv, d, kv_len, c0, c1, k, shared, OP_NONE, &row);
+    uint32_t row, oh;
+    uint32_t out = topk_gather(b, nst, Hkv, d, kv_len, c0, c1, k, shared, OP_NONE, &row, &oh);
     if (carry) /* the kept rows, the selection of the steps until the next one (a view) */
         opb_put(b, out, opb_shared(b, "cmp.kept", OPT_CACHE, Hkv, k, 2 * d), Hkv, 0, k, 2 * d);
+    if (lead) /* the one-hot rows the later layers of its group gather by */
+        compose_lead_put(b, oh, row, Hkv, k, c1 - c0);
     pcheck_selection(b, out, k, c0, c1, row, compose_keynorm_tol(Hkv, d, shared, M));
 }
 
@@ -134,12 +139,12 @@ void compose_keynorm_once_shared(opb *b, int phase, uint32_t Hkv, uint32_t d, ui
      * top-k per layer of the KV heads' sums and each KV head's rows gathered by it into the
      * state the decode steps name */
     uint32_t nst = compose_key_norms(b, Hkv, d, max_len, kv_len, 0);
-    uint32_t row, kept = opb_shared(b, "cmp.kept", OPT_CACHE, Hkv, k, 2 * d);
-    topk_gather(b, nst, Hkv, d, kv_len, c0, c1, k, 1, kept, &row);
+    uint32_t row, oh, kept = opb_shared(b, "cmp.kept", OPT_CACHE, Hkv, k, 2 * d);
+    topk_gather(b, nst, Hkv, d, kv_len, c0, c1, k, 1, kept, &row, &oh);
 }
 
 void compose_keynorm_once(opb *b, int phase, uint32_t Hkv, uint32_t d, uint32_t kv_len, uint32_t c0,
-                          uint32_t c1, uint32_t k, double M)
+                          uint32_t c1, uint32_t k, double M, int lead)
 {
     uint32_t sc = OP_NONE;
     if (phase == PHASE_PREFILL) {
@@ -157,8 +162,10 @@ void compose_keynorm_once(opb *b, int phase, uint32_t Hkv, uint32_t d, uint32_t 
     /* COST: the prompt's top k of the candidates per KV head and the gather of their [K | V]
      * rows into state, the rows each decode step names (snapkv's: snap_select_emit); the
      * entries cached after the prompt are public positions. Ties: as the per-step path's. */
-    snap_select_emit(b, phase, sc, Hkv, 2 * d, kv_len, c0, c1, k,
-                     compose_keynorm_tol(Hkv, d, 0, M));
+    uint32_t oh = snap_select_emit(b, phase, sc, Hkv, 2 * d, kv_len, c0, c1, k,
+                                   compose_keynorm_tol(Hkv, d, 0, M));
+    if (lead && oh != OP_NONE) /* the one-hot rows the later layers of its group gather by */
+        compose_lead_put(b, oh, OP_NONE, Hkv, k, c1 - c0);
 }
 
 int compose_keynorm_emit(const compose_kn *kn, int phase, uint32_t layer, uint32_t kv_len,
@@ -166,26 +173,37 @@ int compose_keynorm_emit(const compose_kn *kn, int phase, uint32_t layer, uint32
 {
     const policy_env *v = kn->env;
     uint32_t Hkv = v->n_kv_heads, d = v->head_dim, k = kn->k, c0 = kn->c0, c1 = kn->c1;
-    int pre = phase == PHASE_PREFILL;
+    int pre = phase == PHASE_PREFILL, own = kn->lead == layer;
     if (kn->once && k >= c1 - c0)
         return MS_OK; /* every candidate kept: no selection */
     opb b;
     opb_init(&b, prog, phase, (int)layer, OPC_POLICY, NULL);
     if (kn->once && kn->shared) {
         compose_keynorm_once_shared(&b, phase, Hkv, d, v->max_len, kv_len, c0, c1, k, kn->M);
+    } else if (kn->once && !own) {
+        /* its own rows by its leader's one-hot rows (compose_shlay.c) */
+        compose_follow_once(&b, phase, kn->lead, Hkv, 2 * d, kv_len, c0, c1, k,
+                            compose_keynorm_tol(Hkv, d, 0, kn->M));
     } else if (kn->once) {
-        compose_keynorm_once(&b, phase, Hkv, d, kv_len, c0, c1, k, kn->M);
+        compose_keynorm_once(&b, phase, Hkv, d, kv_len, c0, c1, k, kn->M, kn->group);
     } else {
-        /* COST: the new keys' squares and their sum (a product with public ones: local) */
+        /* COST: the new keys' squares and their sum (a product with public ones: local); a
+         * layer sharing its leader's selection has no scores of its own */
         uint32_t nst =
-            compose_key_norms(&b, Hkv, d, v->max_len, pre ? kv_len : 1, pre ? 0 : kv_len);
+            own ? compose_key_norms(&b, Hkv, d, v->max_len, pre ? kv_len : 1, pre ? 0 : kv_len)
+                : OP_NONE;
         /* every N steps, a step between selections attends the rows of the last one's
-         * candidates (the state "cmp.kept") */
+         * candidates (the state "cmp.kept"; a later layer of a group: ranked by its leader's
+         * norms, compose_shlay.c) */
         if (!pre && k > 0 && k < c1 - c0 && kn->at < kv_len)
-            compose_keynorm_kept(&b, nst, Hkv, d, kv_len, c0, c1, k, kn->shared, kn->M);
+            compose_keynorm_kept(&b, own ? nst : compose_lead_norms(&b, kn->lead, Hkv, v->max_len),
+                                 Hkv, d, kv_len, c0, c1, k, kn->shared, kn->M);
+        else if (!pre && k > 0 && k < c1 - c0 && !own) /* by its leader's one-hot rows */
+            compose_follow_rows(&b, kn->lead, Hkv, d, kv_len, c0, c1, k, kn->every > 1,
+                                compose_keynorm_tol(Hkv, d, kn->shared, kn->M));
         else if (!pre && k > 0 && k < c1 - c0)
             compose_keynorm_select(&b, nst, Hkv, d, kv_len, c0, c1, k, kn->shared, kn->every > 1,
-                                   kn->M);
+                                   kn->M, kn->group);
     }
     return policy_emit_done(&b, name, e);
 }

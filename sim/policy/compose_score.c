@@ -1,5 +1,5 @@
 /* compose_score.c — the random block's plain score (compose.c): a number per entry from a
- * public seed. */
+ * public seed; the pyramid's per-layer budgets. */
 #include "compose_int.h"
 
 /* A uniform number in [0, 1) from (seed, layer, head, position) (splitmix64). */
@@ -11,4 +11,22 @@ float compose_rnd(uint64_t seed, uint32_t l, uint32_t g, uint32_t j)
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     z ^= z >> 31;
     return (float)(z >> 40) * 0x1p-24f;
+}
+
+/* The pyramid's top-k entries of layer l of L (PyramidKV, Zefan-Cai/KVCache-Factory
+ * pyramidkv_utils.py PyramidKVCluster, as sim/policy/policy_pyramidkv.c): C the mean capacity,
+ * w the kept sinks and window, integer divisions as the Python code; UINT32_MAX: none. */
+uint32_t compose_pyramid_k(int64_t P, int64_t C, int64_t w, int64_t beta, int64_t L, int64_t l)
+{
+    if (P < C)
+        return UINT32_MAX;
+    if (P < 2 * (C - w))
+        return C > w ? (uint32_t)(C - w) : 0;
+    int64_t lo = (C - w) / beta, hi = 2 * (C - w) - lo;
+    if (hi >= P - w) {
+        hi = P - w;
+        lo = 2 * (C - w) - hi;
+    }
+    int64_t step = L > 1 ? (hi - lo) / (L - 1) : 0, b = hi - l * step;
+    return b < 0 ? 0 : (uint32_t)b;
 }

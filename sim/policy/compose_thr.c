@@ -108,7 +108,7 @@ static uint32_t sum_heads(opb *b, uint32_t row, uint32_t Hkv, uint32_t n)
  * compose_keynorm.c keynorm_tol, one score's): keys on f fractional bits, each square
  * truncated, summed exactly: |ŝ − s| ≤ √d·‖k‖·2⁻ᶠ + 2d·2⁻ᶠ ≤ ((d + s)/2 + 2d)·2⁻ᶠ, the float's
  * relative 2⁻²⁴; M the largest candidate score. A page's sum of S of them: S such errors and the
- * float sum's relative S·2⁻²⁴ (cs_emit_pages). */
+ * float sum's relative S·2⁻²⁴ (compose_emit_pages). */
 static double keynorm_err(uint32_t d, uint32_t S, double M, double u)
 {
     return S * (((d + M) / 2 + 2 * d) * u + M * (S + 1) * 0x1p-24);

@@ -163,17 +163,15 @@ static void bias_dims(uint32_t G, uint32_t kp, uint32_t S, uint32_t *rows, uint3
     *cols = G > 1 ? kp * S : S;
 }
 
-/* page_select, its selection named (name) and/or carried into state (max_len: the state's
+/* page_gather, its selection named (name) and/or carried into state (max_len: the state's
  * rows of entry scores; 0: none carried). */
-static void page_sel(opb *pe, const char *pfx, uint32_t row, uint32_t H, uint32_t Hkv, uint32_t c0,
-                     uint32_t np, uint32_t kp, uint32_t S, uint32_t d, uint32_t r1, uint32_t kv_len,
-                     double tol, int name, uint32_t max_len)
+static void page_gat(opb *pe, const char *pfx, uint32_t oh, uint32_t row, uint32_t H, uint32_t Hkv,
+                     uint32_t c0, uint32_t np, uint32_t kp, uint32_t S, uint32_t d, uint32_t r1,
+                     uint32_t kv_len, double tol, int name, uint32_t max_len)
 {
     char n[48];
     uint32_t u0 = c0 / S, G = H / Hkv, nu = np - u0, r0 = u0 * S, nk = (kv_len + S - 1) / S;
-    /* COST: topk over the pages; gather of the kept pages' K|V rows (§1.12 Quest) */
-    uint32_t oh = policy_emit(pe, OP_TOPK, Hkv, 1, 0, nu, row, OP_NONE, 0, (int32_t)kp, 0,
-                              nm(n, pfx, "topk"));
+    /* COST: gather of the kept pages' K|V rows (§1.12 Quest) */
     /* the cache, in whole pages where the candidate pages reach a partial last page (its rows
      * past kv_len empty), and the candidate pages' rows of it */
     uint32_t rows = np * S > kv_len ? nk * S : kv_len;
@@ -223,11 +221,31 @@ static void page_sel(opb *pe, const char *pfx, uint32_t row, uint32_t H, uint32_
     }
 }
 
-void page_select(opb *pe, const char *pfx, uint32_t row, uint32_t H, uint32_t Hkv, uint32_t c0,
-                 uint32_t np, uint32_t kp, uint32_t S, uint32_t d, uint32_t r1, uint32_t kv_len,
-                 double tol)
+/* page_select's top-k, then its gather (page_gat); returns the one-hot rows. */
+static uint32_t page_sel(opb *pe, const char *pfx, uint32_t row, uint32_t H, uint32_t Hkv,
+                         uint32_t c0, uint32_t np, uint32_t kp, uint32_t S, uint32_t d, uint32_t r1,
+                         uint32_t kv_len, double tol, int name, uint32_t max_len)
 {
-    page_sel(pe, pfx, row, H, Hkv, c0, np, kp, S, d, r1, kv_len, tol, 1, 0);
+    char n[48];
+    /* COST: topk over the pages (§1.12 Quest) */
+    uint32_t oh = policy_emit(pe, OP_TOPK, Hkv, 1, 0, np - c0 / S, row, OP_NONE, 0, (int32_t)kp, 0,
+                              nm(n, pfx, "topk"));
+    page_gat(pe, pfx, oh, row, H, Hkv, c0, np, kp, S, d, r1, kv_len, tol, name, max_len);
+    return oh;
+}
+
+uint32_t page_select(opb *pe, const char *pfx, uint32_t row, uint32_t H, uint32_t Hkv, uint32_t c0,
+                     uint32_t np, uint32_t kp, uint32_t S, uint32_t d, uint32_t r1, uint32_t kv_len,
+                     double tol)
+{
+    return page_sel(pe, pfx, row, H, Hkv, c0, np, kp, S, d, r1, kv_len, tol, 1, 0);
+}
+
+void page_gather(opb *pe, const char *pfx, uint32_t oh, uint32_t row, uint32_t H, uint32_t Hkv,
+                 uint32_t c0, uint32_t np, uint32_t kp, uint32_t S, uint32_t d, uint32_t r1,
+                 uint32_t kv_len, double tol)
+{
+    page_gat(pe, pfx, oh, row, H, Hkv, c0, np, kp, S, d, r1, kv_len, tol, 1, 0);
 }
 
 void page_select_carry(opb *pe, const char *pfx, uint32_t row, uint32_t H, uint32_t Hkv,

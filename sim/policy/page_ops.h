@@ -40,10 +40,16 @@ double page_bounds_tol(double qmax, double kmax, uint32_t d, uint32_t G, int fra
  * candidates [c0, r1) (each entry's score its page's; tol; np = ⌈r1 / S⌉), the first page's
  * rows before c0 (sinks) and the last page's past r1 (a partial last page's padding, or a
  * recent window's entries) — the sinks and the window attended as public entries — biased out
- * of the attention (pcheck_selection_bias). */
-void page_select(opb *b, const char *pfx, uint32_t row, uint32_t H, uint32_t Hkv, uint32_t c0,
-                 uint32_t np, uint32_t kp, uint32_t S, uint32_t d, uint32_t r1, uint32_t kv_len,
-                 double tol);
+ * of the attention (pcheck_selection_bias); returns the one-hot rows (Hkv, kp, np − u0). */
+uint32_t page_select(opb *b, const char *pfx, uint32_t row, uint32_t H, uint32_t Hkv, uint32_t c0,
+                     uint32_t np, uint32_t kp, uint32_t S, uint32_t d, uint32_t r1, uint32_t kv_len,
+                     double tol);
+/* page_select after its top-k: the gather of the pages by the one-hot rows oh (Hkv, kp,
+ * np − u0), the selection named with row's scores, its rows outside [c0, r1) biased out. oh and
+ * row may be another layer's (a selection shared across layers: compose_shlay.c). */
+void page_gather(opb *b, const char *pfx, uint32_t oh, uint32_t row, uint32_t H, uint32_t Hkv,
+                 uint32_t c0, uint32_t np, uint32_t kp, uint32_t S, uint32_t d, uint32_t r1,
+                 uint32_t kv_len, double tol);
 /* The same selection carried for the steps until the next one (`when: once`, every N steps):
  * the gathered rows into the state "<pfx>.kept" (Hkv, kp·S, 2d), their entries' scores into
  * "<pfx>.kept_score" (Hkv, max_len, 1) and their biases into "<pfx>.kept_bias"; named as this

@@ -412,9 +412,9 @@ void snap_pool1d(const float *in, float *out, uint32_t n, uint32_t kernel, int m
  * [K | V] rows (d2 = 2·head_dim columns) gathered into the state "snap.kept" (PHASE_PREFILL),
  * or those rows named as a decode step's selection with the tie bound tol (PHASE_DECODE; sc
  * unused). k = 0: no ops at the prompt; the decode steps name no rows (none of the
- * candidates attended). */
-void snap_select_emit(policy_emitter *pe, int phase, uint32_t sc, uint32_t Hkv, uint32_t d2,
-                      uint32_t kv_len, uint32_t c0, uint32_t c1, uint32_t k, double tol);
+ * candidates attended). Returns the prompt's top-k one-hot rows (Hkv, k, c1 − c0), or OP_NONE. */
+uint32_t snap_select_emit(policy_emitter *pe, int phase, uint32_t sc, uint32_t Hkv, uint32_t d2,
+                          uint32_t kv_len, uint32_t c0, uint32_t c1, uint32_t k, double tol);
 /* The keep rows (n_kv_heads × pos) of a layer at pos whose prompt entries the prefill kept
  * in alive ([L][Hkv][P]): the kept prompt entries, then every later one. */
 void snap_keep_rows(const policy_env *v, const uint8_t *alive, uint32_t layer, uint32_t pos,

@@ -173,8 +173,8 @@ uint32_t snap_core_emit(const snap_core *c, policy_emitter *pe, uint32_t batch)
  * the candidates' scores into "snap.score_kept"), or the decode step's declaration of those
  * rows as its selection (they are the cache it attends besides the entries outside the
  * candidates). */
-void snap_select_emit(policy_emitter *pe, int phase, uint32_t sc, uint32_t Hkv, uint32_t d2,
-                      uint32_t kv_len, uint32_t c0, uint32_t c1, uint32_t k, double tol)
+uint32_t snap_select_emit(policy_emitter *pe, int phase, uint32_t sc, uint32_t Hkv, uint32_t d2,
+                          uint32_t kv_len, uint32_t c0, uint32_t c1, uint32_t k, double tol)
 {
     uint32_t n = c1 - c0;
     if (phase == PHASE_DECODE) {
@@ -185,12 +185,12 @@ void snap_select_emit(policy_emitter *pe, int phase, uint32_t sc, uint32_t Hkv, 
         uint32_t kept_st = opb_shared(pe, "snap.kept", OPT_CACHE, Hkv, k, d2);
         uint32_t sc_st = k ? opb_shared(pe, "snap.score_kept", OPT_CACHE, Hkv, 1, n) : OP_NONE;
         pcheck_selection(pe, kept_st, k, c0, c1, sc_st, tol);
-        return;
+        return OP_NONE;
     }
     if (k == 0) /* none of the candidates kept (a pyramid's top layers): no top-k, no gather;
                  * the decode steps name no rows, so they attend the entries outside the
                  * candidates alone */
-        return;
+        return OP_NONE;
     if (c0 > 0) /* the candidates' columns of the score row (views, local) */
         sc = opb_transpose(pe,
                            opb_rows(pe, opb_transpose(pe, sc, Hkv, 1, c1, "snap.score_col"), Hkv,
@@ -205,6 +205,7 @@ void snap_select_emit(policy_emitter *pe, int phase, uint32_t sc, uint32_t Hkv, 
     opb_op(pe, OP_GATHER, Hkv, k, n, d2, oh, tab, OP_NONE, kept_st, OPF_NO_TRUNC, 0, 0);
     /* the scores, for the check's ties (a view) */
     opb_put(pe, sc, opb_shared(pe, "snap.score_kept", OPT_CACHE, Hkv, 1, n), Hkv, 0, 1, n);
+    return oh;
 }
 
 /* The error bound of snap_core_emit's scores against snap_core_score's, on the scale of the
