@@ -235,3 +235,13 @@ uint32_t opb_colsum(opb *b, uint32_t oh, uint32_t B, uint32_t k, uint32_t n, con
     uint32_t out = opb_tensor(b, nm, OPT_TEMP, B, n, 1);
     return opb_matmul_pub(b, t, ones, B * n, k, 1, out);
 }
+
+uint32_t opb_repeat(opb *b, uint32_t x, uint32_t B, uint32_t n, uint32_t r, const char *nm)
+{
+    char o[48], t[48];
+    snprintf(o, sizeof o, "%.40s_ones", nm);
+    snprintf(t, sizeof t, "%.40s_t", nm);
+    uint32_t ones = opb_shared(b, o, OPT_PUBLIC, 1, 1, r);
+    uint32_t y = opb_matmul_pub(b, x, ones, B * n, 1, r, opb_tensor(b, t, OPT_TEMP, B, n, r));
+    return opb_transpose(b, y, B, n, r, nm);
+}

@@ -115,5 +115,10 @@ uint32_t opb_matmul_pub(opb *b, uint32_t x, uint32_t pub, uint32_t M, uint32_t k
  * name as opb_shared: the binder fills it once). nm is cut to 40 characters in the two derived
  * names. */
 uint32_t opb_colsum(opb *b, uint32_t oh, uint32_t B, uint32_t k, uint32_t n, const char *nm);
+/* x (B, n) repeated r times: a new tensor nm (B, r, n), row i of each instance a copy of its
+ * row, by a product with a public row of ones "<nm>_ones" (1 × r, shared by name) into
+ * "<nm>_t" (B, n, r) and a transposition (local, no truncation). nm is cut to 40 characters in
+ * the two derived names. */
+uint32_t opb_repeat(opb *b, uint32_t x, uint32_t B, uint32_t n, uint32_t r, const char *nm);
 
 #endif

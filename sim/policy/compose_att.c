@@ -49,15 +49,6 @@ static uint32_t att_state(opb *b, const compose_att *a, const char *nm, uint32_t
     return opb_shared(b, full, OPT_CACHE, B, rows, cols);
 }
 
-/* A (1, n) row as Hkv copies (Hkv, n): a local product by public ones, then a transposition. */
-static uint32_t heads_copies(opb *b, uint32_t x, uint32_t Hkv, uint32_t n, const char *nm)
-{
-    uint32_t ones = opb_shared(b, "cmp.heads_ones", OPT_PUBLIC, 1, 1, Hkv);
-    uint32_t r =
-        opb_matmul_pub(b, x, ones, n, 1, Hkv, opb_tensor(b, "cmp.heads_t", OPT_TEMP, 1, n, Hkv));
-    return opb_transpose(b, r, 1, n, Hkv, nm);
-}
-
 /* The top k of the candidates [s, s + nc) of the scores state sc (Hs, max_len, 1) for the next
  * step (u: its budget; Hs: Hkv, or 1 shared): their one-hot rows transposed into the state oht
  * (Hs, max_len, k), row i the candidate s + i; their cached rows from tab (Hkv, ≥ s + nc, 2d)
@@ -74,7 +65,7 @@ static void next_topk(opb *b, const compose_att *a, const compose_att_budget *u,
     opb_op(b, OP_TOPK, Hs, 1, 0, nc, row, OP_NONE, OP_NONE, oh, 0, (int32_t)k, 0);
     opb_put(b, opb_transpose(b, oh, Hs, k, nc, "cmp.next_oht"), oht, Hs, 0, nc, k);
     if (Hs != Hkv)
-        oh = heads_copies(b, oh, Hkv, k * nc, "cmp.next_topk_heads");
+        oh = opb_repeat(b, oh, 1, k * nc, Hkv, "cmp.next_topk_heads");
     uint32_t rows = opb_rows(b, tab, Hkv, s, nc, d2, "cmp.next_cand_kv");
     uint32_t out = opb_tensor(b, "cmp.next_gather", OPT_TEMP, Hkv, k, d2);
     opb_op(b, OP_GATHER, Hkv, k, nc, d2, oh, rows, OP_NONE, out, OPF_NO_TRUNC, 0, 0);
@@ -250,7 +241,7 @@ int compose_att_emit(const compose_att *a, int phase, uint32_t layer, uint32_t k
     /* the rows chosen at the selecting step: every cached entry's candidates are [s, c1), the
      * sinks' rows and those from c1 on gathered alongside (public positions, kept by both) */
     if (Hs != Hkv) /* the layer's scores as each KV head's, for the check's ties (local) */
-        rank = heads_copies(&b, rank, Hkv, T, "cmp.rank_heads");
+        rank = opb_repeat(&b, rank, 1, T, Hkv, "cmp.rank_heads");
     if (a->group) /* the later layers of its group name their selection with these scores */
         compose_lead_put(&b, OP_NONE, rank, Hkv, 0, T);
     pcheck_selection(&b, sel, m, 0, T, rank, tie_bound(a, T));

@@ -25,16 +25,6 @@ uint32_t compose_key_norms(opb *b, uint32_t Hkv, uint32_t d, uint32_t max_len, u
     return nst;
 }
 
-/* A (1, n) row of values as Hkv copies (Hkv, n): a local product by public ones, then a
- * transposition (as tova's "tova.heads_ones"). */
-static uint32_t heads_copies(opb *b, uint32_t x, uint32_t Hkv, uint32_t n, const char *nm)
-{
-    uint32_t ones = opb_shared(b, "cmp.heads_ones", OPT_PUBLIC, 1, 1, Hkv);
-    uint32_t r =
-        opb_matmul_pub(b, x, ones, n, 1, Hkv, opb_tensor(b, "cmp.heads_t", OPT_TEMP, 1, n, Hkv));
-    return opb_transpose(b, r, 1, n, Hkv, nm);
-}
-
 /* The tie bound of a selection by key norms (M: the largest candidate score). Keys on f
  * fractional bits, each square truncated, summed exactly, against float norms: |ŝ − s| ≤
  * √d·‖k‖·2⁻ᶠ + 2d·2⁻ᶠ ≤ ((d + s)/2 + 2d)·2⁻ᶠ (+ float's relative 2⁻²⁴), twice; of a run's own
@@ -64,7 +54,7 @@ static uint32_t cand_row(opb *b, uint32_t nst, uint32_t Hkv, uint32_t c0, uint32
     uint32_t cand = opb_rows(b, nst, Hkv, c0, nc, 1, "cmp.cand");
     if (!shared || Hkv == 1)
         return opb_transpose(b, cand, Hkv, nc, 1, "cmp.cand_row");
-    return heads_copies(b, heads_sum(b, cand, Hkv, nc), Hkv, nc, "cmp.sum_heads");
+    return opb_repeat(b, heads_sum(b, cand, Hkv, nc), 1, nc, Hkv, "cmp.sum_heads");
 }
 
 /* The top k of the candidates [c0, c1) of the norms nst, per KV head or (shared) one per layer,
@@ -83,9 +73,9 @@ static uint32_t topk_gather(opb *b, uint32_t nst, uint32_t Hkv, uint32_t d, uint
         uint32_t srow = heads_sum(b, cand, Hkv, nc),
                  one = opb_tensor(b, "cmp.topk", OPT_TEMP, 1, k, nc);
         opb_op(b, OP_TOPK, 1, 1, 0, nc, srow, OP_NONE, OP_NONE, one, 0, (int32_t)k, 0);
-        oh = heads_copies(b, one, Hkv, k * nc, "cmp.topk_heads");
+        oh = opb_repeat(b, one, 1, k * nc, Hkv, "cmp.topk_heads");
         /* the layer's score as each KV head's, for the check's ties (local) */
-        *row = heads_copies(b, srow, Hkv, nc, "cmp.sum_heads");
+        *row = opb_repeat(b, srow, 1, nc, Hkv, "cmp.sum_heads");
     } else {
         /* COST: one top-k of the candidates per KV head */
         *row = opb_transpose(b, cand, Hkv, nc, 1, "cmp.cand_row");

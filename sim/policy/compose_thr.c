@@ -39,18 +39,6 @@ static uint32_t per_entry(opb *b, uint32_t x, uint32_t Hkv, uint32_t nu, uint32_
     return opb_rows(b, all, Hkv, c0 - c0 / S * S, c1 - c0, 1, nm);
 }
 
-/* x (B, n) as (B, r, n): each instance's row r times (a product with public ones and a
- * transposition, local). */
-static uint32_t repeat_rows(opb *b, uint32_t x, uint32_t B, uint32_t n, uint32_t r, const char *nm)
-{
-    char o[48], t[48];
-    snprintf(o, sizeof o, "%.40s_ones", nm);
-    snprintf(t, sizeof t, "%.40s_t", nm);
-    uint32_t ones = opb_shared(b, o, OPT_PUBLIC, 1, 1, r);
-    uint32_t y = opb_matmul_pub(b, x, ones, B * n, 1, r, opb_tensor(b, t, OPT_TEMP, B, n, r));
-    return opb_transpose(b, y, B, n, r, nm);
-}
-
 /* The threshold on the scores row (B, 1, nu) of the candidate units [⌊c0 / S⌋, ⌈c1 / S⌉), one
  * per KV head (B = Hkv) or one per layer (B = 1, `share: layer`): the score bias of each
  * candidate entry (H, c1 − c0), −PCHECK_PAD_BIAS where its unit is dropped, for each of the
@@ -73,7 +61,7 @@ static uint32_t thr_bias(opb *b, uint32_t row, uint32_t B, uint32_t H, uint32_t 
                          opb_tensor(b, "cmp.drop_bias", OPT_TEMP, B, 1, nu), OPF_NO_TRUNC, 0,
                          -PCHECK_PAD_BIAS);
     uint32_t bias = per_entry(b, bu, B, nu, S, c0, c1, "cmp.drop_entries");
-    return H > B ? repeat_rows(b, bias, B, nc, H / B, "cmp.drop_heads") : bias;
+    return H > B ? opb_repeat(b, bias, B, nc, H / B, "cmp.drop_heads") : bias;
 }
 
 /* Names every candidate entry's cached [K | V] row of [c0, c1) (a view: kv_len cached) as the
@@ -85,7 +73,7 @@ static void thr_name(opb *b, uint32_t row, uint32_t bias, uint32_t B, uint32_t H
     uint32_t nu = (c1 + S - 1) / S - c0 / S, nc = c1 - c0;
     uint32_t sc = per_entry(b, row, B, nu, S, c0, c1, "cmp.score_entries");
     if (Hkv > B)
-        sc = repeat_rows(b, sc, B, nc, Hkv / B, "cmp.score_heads");
+        sc = opb_repeat(b, sc, B, nc, Hkv / B, "cmp.score_heads");
     uint32_t kv = pcheck_input(b, PCHECK_IN_KV, Hkv, kv_len, 2 * d);
     uint32_t sel = opb_rows(b, kv, Hkv, c0, nc, 2 * d, "cmp.kv_cand");
     pcheck_selection(b, sel, nc, c0, c1, sc, tol);

@@ -34,18 +34,6 @@ static uint32_t reshape(opb *pe, uint32_t x, uint32_t B, uint32_t R, uint32_t C,
                   opb_tensor(pe, name, OPT_TEMP, B, R, C), 0, 0, 0);
 }
 
-/* x (B, R, C) repeated n times: (B, n, R·C), by a product with a public row of ones (local,
- * no truncation) and a transposition. */
-static uint32_t repeat(opb *pe, uint32_t x, uint32_t B, uint32_t RC, uint32_t n, const char *name)
-{
-    char o[48], t[48];
-    snprintf(o, sizeof o, "%.40s_ones", name);
-    snprintf(t, sizeof t, "%.40s_t", name);
-    uint32_t ones = opb_shared(pe, o, OPT_PUBLIC, 1, 1, n);
-    uint32_t r = opb_matmul_pub(pe, x, ones, B * RC, 1, n, opb_tensor(pe, t, OPT_TEMP, B, RC, n));
-    return opb_transpose(pe, r, B, RC, n, name);
-}
-
 uint32_t page_bounds_state(opb *b, const char *pfx, uint32_t Hkv, uint32_t max_pages, uint32_t d)
 {
     char n[48];
@@ -95,7 +83,7 @@ uint32_t page_bounds_score(opb *pe, const char *pfx, uint32_t bst, uint32_t H, u
     opb_put(pe, neg(pe, q, H, 1, d, nm(n, pfx, "q_neg")), q2, H, 1, 1, d);
     uint32_t be = opb_rows(pe, bst, Hkv, u0, np, 2 * d, nm(n, pfx, "cand"));
     if (G > 1)
-        be = repeat(pe, be, Hkv, np * 2 * d, G, nm(n, pfx, "cand_heads"));
+        be = opb_repeat(pe, be, Hkv, np * 2 * d, G, nm(n, pfx, "cand_heads"));
     uint32_t bp = opb_tensor(pe, nm(n, pfx, "cand_pages"), OPT_TEMP, 1, np, H * 2 * d);
     opb_op(pe, OP_VIEW, H, np, 0, 2 * d, be, OP_NONE, OP_NONE, bp, OPF_MERGE_HEADS, 0, 0);
     /* COST: per page 2d products q_i·m_i, q_i·M_i (secret × secret), d max of the pairs, local
@@ -210,7 +198,7 @@ static void page_gat(opb *pe, const char *pfx, uint32_t oh, uint32_t row, uint32
             opb_matmul_pub(pe, oh, pad, Hkv * kp, nu, S,
                            opb_tensor(pe, nm(n, pfx, "pad_bias"), OPT_TEMP, Hkv, kp, S));
         if (G > 1)
-            bias = repeat(pe, bias, Hkv, kp * S, G, nm(n, pfx, "pad_heads"));
+            bias = opb_repeat(pe, bias, Hkv, kp * S, G, nm(n, pfx, "pad_heads"));
         uint32_t br, bc;
         bias_dims(G, kp, S, &br, &bc);
         if (max_len)
