@@ -169,6 +169,18 @@ START_TEST(test_masks_errors)
                            "      - {name: replay_masks, cost_as: h2o,\n"
                            "         capacity: 8}\n");
     expect_refused(other, "o.yaml:11:10: error: ", "'capacity' is a parameter of policy snapkv");
+    char *tv = scenario("t.yaml", "{source: npy, path: tr}",
+                        "      - {name: replay_masks, cost_as: h2o, cache_size: 8}\n");
+    expect_refused(tv, "t.yaml:10:44: error: ", "'cache_size' is a parameter of policy tova");
+    /* a key two cost policies share (recent: h2o's and tova's) is either's */
+    char *both = scenario("b.yaml", "{source: npy, path: tr}",
+                          "      - {name: replay_masks, cost_as: tova, cache_size: 8, recent: 4}\n"
+                          "      - {name: replay_masks, cost_as: h2o, heavy: 4, recent: 4}\n");
+    char *bdb = strdup(tpath("b.db"));
+    ck_assert_int_eq(th_runl(NULL, tpath("b.txt"), NULL, "run", both, "-o", bdb, (char *)NULL), 0);
+    free(bdb);
+    free(both);
+    free(tv);
     /* no npy trace */
     char *synth = scenario("y.yaml", "{source: synth}", one);
     expect_refused(synth, "y.yaml:10:16: error: ", "has no npy trace");
@@ -204,6 +216,20 @@ START_TEST(test_masks_params)
     for (size_t i = 0; i < n; i++)
         for (size_t j = i + 1; j < n; j++)
             ck_assert_msg(strcmp(pp[i].key, pp[j].key), "key '%s' twice", pp[i].key);
+    /* a key listed once that two cost policies have reads the same way in both */
+    static const policy_ops *const cost[] = {&policy_h2o, &policy_tova, &policy_snapkv,
+                                             &policy_quest};
+    for (size_t i = 0; i < n; i++)
+        for (size_t c = 0; c < sizeof cost / sizeof cost[0]; c++)
+            for (size_t k = 0; k < cost[c]->n_params; k++) {
+                const policy_param *q = &cost[c]->params[k];
+                if (strcmp(q->key, pp[i].key))
+                    continue;
+                ck_assert_msg(!strcmp(q->def, pp[i].def) && q->lo == pp[i].lo &&
+                                  q->hi == pp[i].hi && q->whole == pp[i].whole,
+                              "'%s' of %s reads otherwise than replay_masks' '%s'", q->key,
+                              cost[c]->name, pp[i].key);
+            }
     ck_assert_ptr_eq(policy_find("replay_masks"), &policy_replay_masks);
     ck_assert_ptr_nonnull(policy_schema(&policy_replay_masks));
 }

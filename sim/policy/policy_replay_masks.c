@@ -39,12 +39,39 @@ static policy_param rm_params[RM_MAX_PARAMS] = {
 };
 static size_t rm_n_params = 1;
 
-/* cost_as's parameters: each cost policy's, copied (no two of them share a key). */
+/* A key two cost policies share is listed once, with what it means to each. */
+static const policy_param shared_params[] = {
+    {"recent", "0",
+     "h2o: the recent budget in tokens (0: use recent_ratio); tova: the newest N entries kept "
+     "beside cache_size",
+     NULL, 0, 1e9, 1},
+};
+#define N_SHARED (sizeof shared_params / sizeof shared_params[0])
+
+static ssize_t rm_find(const char *key)
+{
+    for (size_t i = 0; i < rm_n_params; i++)
+        if (!strcmp(rm_params[i].key, key))
+            return (ssize_t)i;
+    return -1;
+}
+
+/* cost_as's parameters: each cost policy's, copied; a key two of them share once, from
+ * shared_params (its default and range the same in both, which check_masks holds). */
 __attribute__((constructor)) static void rm_params_build(void)
 {
     for (size_t i = 0; i < N_COST; i++)
-        for (size_t k = 0; k < cost_pols[i]->n_params && rm_n_params < RM_MAX_PARAMS; k++)
-            rm_params[rm_n_params++] = cost_pols[i]->params[k];
+        for (size_t k = 0; k < cost_pols[i]->n_params && rm_n_params < RM_MAX_PARAMS; k++) {
+            const policy_param *pp = &cost_pols[i]->params[k];
+            ssize_t at = rm_find(pp->key);
+            if (at < 0) {
+                rm_params[rm_n_params++] = *pp;
+                continue;
+            }
+            for (size_t j = 0; j < N_SHARED; j++)
+                if (!strcmp(shared_params[j].key, pp->key))
+                    rm_params[at].help = shared_params[j].help;
+        }
 }
 
 typedef struct rm_state {
@@ -59,13 +86,24 @@ typedef struct rm_state {
     uint8_t *scratch; /* Hkv × max_len: the cost policy's own selection, discarded */
 } rm_state;
 
-/* The parameter's owner among the cost policies, or NULL. */
-static const policy_ops *owner(const char *key)
+static int has_param(const policy_ops *p, const char *key)
+{
+    for (size_t k = 0; k < p->n_params; k++)
+        if (!strcmp(p->params[k].key, key))
+            return 1;
+    return 0;
+}
+
+/* A cost policy the parameter belongs to while the one named cost (NULL: none) has no such
+ * parameter; NULL when cost has it or no cost policy does. */
+static const policy_ops *owner(const char *key, const char *cost)
 {
     for (size_t i = 0; i < N_COST; i++)
-        for (size_t k = 0; k < cost_pols[i]->n_params; k++)
-            if (!strcmp(cost_pols[i]->params[k].key, key))
-                return cost_pols[i];
+        if (!strcmp(cost_pols[i]->name, cost) && has_param(cost_pols[i], key))
+            return NULL;
+    for (size_t i = 0; i < N_COST; i++)
+        if (has_param(cost_pols[i], key))
+            return cost_pols[i];
     return NULL;
 }
 
@@ -124,8 +162,8 @@ int masks_check_params(const kv_param *kv, size_t n, const char *path, errbuf *e
         if (!strcmp(kv[i].key, "cost_as"))
             cost = kv[i].val;
     for (size_t i = 0; i < n; i++) {
-        const policy_ops *o = owner(kv[i].key);
-        if (o && kv[i].line > 0 && strcmp(o->name, cost)) /* given in the scenario */
+        const policy_ops *o = owner(kv[i].key, cost);
+        if (o && kv[i].line > 0) /* given in the scenario */
             return err_set(e, MS_ERR_INPUT,
                            "%s:%d:%d: error: '%s' is a parameter of policy %s, and cost_as is %s\n"
                            "  hint: cost_as: %s, or remove '%s'",
@@ -239,7 +277,9 @@ const policy_ops policy_replay_masks = {
     .name = "replay_masks",
     .summary = "keep masks dumped beside an npy trace (keep.npy), costed as cost_as's selection",
     .params = rm_params,
-    .n_params = 1 + 4 + 1 + 4 + 4, /* cost_as, h2o's, tova's, snapkv's, quest's (checked) */
+    /* cost_as, h2o's 4, tova's 4 less recent (h2o's too), snapkv's 4, quest's 4: the table
+     * rm_params_build fills (check_masks holds the two equal) */
+    .n_params = 1 + 4 + 3 + 4 + 4,
     .init = rm_init,
     .fini = rm_fini,
     .needs = rm_needs,
