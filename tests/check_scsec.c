@@ -339,67 +339,13 @@ START_TEST(test_scsec_quest_audit)
 }
 END_TEST
 
-/* A program's online bytes (every party's) and rounds as the engine costs them. */
-static void program_cost(const char *pn, const op_program *p, uint64_t *bytes, uint64_t *rounds)
-{
-    proto_cfg cfg;
-    fixture_cfg(pn, &cfg);
-    fixture_program_cost(pn, &cfg, p, bytes, rounds);
-}
-
-/* `mpcsim run`'s cost path (the replay's policy ops, its kept counts or the rows the policy's
- * attend hook states, the lowering with lower_opts.score_gather laying out the score side
- * under gather: scores) costs each decode step as the session's program under the same layout
- * does: the same bytes and rounds, at partial last pages too (32 … 35 cached entries, pages of
- * 4). */
+/* `mpcsim run`'s cost path costs each decode step of case c as the session's program under
+ * the same layout does (fixture_same_as_cost_path), at partial last pages too (32 … 35 cached
+ * entries, pages of 4). */
 static void same_as_cost_path(const scase *c, const char *pn, const char *layout)
 {
-    errbuf e = {{0}};
-    secinf_opts o;
-    fixture_opts(&sf, pn, N, P, c->policy, c->params, c->n_params, &o);
-    int scores = !strcmp(layout, "scores");
-    snprintf(o.cfg.gather, sizeof o.cfg.gather, "%s", layout);
-    run_cfg *rc = calloc(1, sizeof *rc);
-    ck_assert_ptr_nonnull(rc);
-    ck_assert_msg(model_load("stories260K", &rc->model, &e) == MS_OK, "%s", e.msg);
-    fixture_record_cfg(rc, c->policy);
-    fixture_kv(c->params, c->n_params, rc->policy.params);
-    rc->policy.n_params = (uint32_t)c->n_params;
-    rc->work.prompt_len = P;
-    rc->work.decode_len = N - P;
-    rc->seed = 1;
-    replay *r;
-    ck_assert_msg(replay_open(rc, &r, &e) == MS_OK, "%s", e.msg);
-    op_program sess, cost;
-    op_program_init(&sess);
-    op_program_init(&cost);
-    ck_assert_msg(replay_prefill(r, &cost, &e) == MS_OK, "%s", e.msg);
-    uint32_t kept[64];
-    for (uint32_t st = 0; st < N - P; st++) {
-        op_program_clear(&cost);
-        ck_assert_msg(replay_step(r, st, P + st, kept, &cost, &e) == MS_OK, "%s", e.msg);
-        ck_assert_int_eq(replay_step_once(r), 0);
-        lower_opts lo = fixture_step_opts(PHASE_DECODE, 1, P + st);
-        lo.kept = kept;
-        lo.score_gather = scores;
-        lo.attended_cache = replay_attended_cache(r); /* as the runner lowers */
-        ck_assert_msg(lower_step(&sf.m, &lo, &cost, &e) == MS_OK, "%s", e.msg);
-        ck_assert_int_eq(secinf_step_program(&o, st + 1, &sess, &e), MS_OK);
-        uint64_t b[2], rd[2];
-        program_cost(pn, &sess, &b[0], &rd[0]);
-        program_cost(pn, &cost, &b[1], &rd[1]);
-        ck_assert_msg(b[0] == b[1] && rd[0] == rd[1],
-                      "%s %s %s step %u: the session %llu B, %llu rounds; the cost path %llu B, "
-                      "%llu rounds",
-                      c->policy, pn, layout, st + 1, (unsigned long long)b[0],
-                      (unsigned long long)rd[0], (unsigned long long)b[1],
-                      (unsigned long long)rd[1]);
-    }
-    replay_close(r);
-    free(rc);
-    secinf_spol_free(&o.spol);
-    op_program_free(&sess);
-    op_program_free(&cost);
+    fixture_same_as_cost_path(&sf, pn, N, P, c->policy, c->params, c->n_params, layout, 0, NULL,
+                              NULL);
 }
 
 /* MPCache and Quest (16 and 8 entries kept) under both layouts. Quest's secure step attends

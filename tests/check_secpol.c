@@ -894,13 +894,6 @@ START_TEST(test_h2o_sinks_on_shares)
 }
 END_TEST
 
-static void step_cost(const char *pn, const op_program *p, uint64_t *bytes, uint64_t *rounds)
-{
-    proto_cfg cfg;
-    fixture_cfg(pn, &cfg);
-    fixture_program_cost(pn, &cfg, p, bytes, rounds);
-}
-
 /* A composition loaded from yaml (file name file) under its policy name. */
 static void load_composed(const char *name, const char *file, const char *yaml)
 {
@@ -911,71 +904,30 @@ static void load_composed(const char *name, const char *file, const char *yaml)
                       e.msg);
 }
 
-/* `mpcsim run`'s cost path of composition name (the replay's policy ops from the composition's
- * emit_cost, the lowering at the replay's kept counts) against the session's program, the
- * prompt and every decode step: the same bytes and rounds in protocol pn. want: the H2O shape
- * the session is expected to run (NULL: another session's). */
+/* Each step of costed_as_run: at the prompt the session runs the H2O shape want (NULL:
+ * another session's); the selection runs, the prompt's top-k, then an eviction at every step. */
+static void h2o_step(const secinf_opts *o, uint32_t st, const op_program *sess, void *arg)
+{
+    const h2o_shape *want = arg, *sh = o->spol.cfg;
+    if (st == 0) {
+        ck_assert_ptr_nonnull(o->spol.ops);
+        ck_assert_ptr_nonnull(sh); /* NULL: the replay's kept sets, no selection on shares */
+        if (want) {
+            ck_assert_uint_eq(sh->sinks, want->sinks);
+            ck_assert_uint_eq(sh->heavy, want->heavy);
+            ck_assert_uint_eq(sh->recent, want->recent);
+            ck_assert_uint_eq(sh->dense, want->dense);
+        }
+    }
+    ck_assert_uint_eq(count_kind(sess, st ? OP_ARGMAX : OP_TOPK), 1);
+}
+
+/* `mpcsim run`'s cost path of composition name against the session's program, the prompt and
+ * every decode step: the same bytes and rounds in protocol pn (fixture_same_as_cost_path),
+ * each step as h2o_step wants. */
 static void costed_as_run(const char *pn, const char *name, const h2o_shape *want)
 {
-    errbuf e = {{0}};
-    secinf_opts o;
-    fixture_opts(&sf, pn, N, P, name, NULL, 0, &o);
-    ck_assert_ptr_nonnull(o.spol.ops);
-    ck_assert_ptr_nonnull(o.spol.cfg); /* NULL: the replay's kept sets, no selection on shares */
-    const h2o_shape *sh = o.spol.cfg;
-    if (want) {
-        ck_assert_uint_eq(sh->sinks, want->sinks);
-        ck_assert_uint_eq(sh->heavy, want->heavy);
-        ck_assert_uint_eq(sh->recent, want->recent);
-        ck_assert_uint_eq(sh->dense, want->dense);
-    }
-    run_cfg *rc = calloc(1, sizeof *rc);
-    ck_assert_ptr_nonnull(rc);
-    ck_assert_msg(model_load("stories260K", &rc->model, &e) == MS_OK, "%s", e.msg);
-    fixture_record_cfg(rc, name);
-    rc->work.prompt_len = P;
-    rc->work.decode_len = N - P;
-    rc->seed = 1;
-    replay *r;
-    ck_assert_msg(replay_open(rc, &r, &e) == MS_OK, "%s", e.msg);
-    op_program sess, cost;
-    op_program_init(&sess);
-    op_program_init(&cost);
-    uint32_t kept[64];
-    for (uint32_t st = 0; st <= N - P; st++) {
-        op_program_clear(&cost);
-        lower_opts lo;
-        if (st == 0) {
-            ck_assert_msg(replay_prefill(r, &cost, &e) == MS_OK, "%s", e.msg);
-            lower_opts_default(&lo);
-            lo.phase = PHASE_PREFILL;
-            lo.n_tokens = P;
-        } else {
-            ck_assert_msg(replay_step(r, st - 1, P + st - 1, kept, &cost, &e) == MS_OK, "%s",
-                          e.msg);
-            ck_assert_int_eq(replay_step_once(r), 0);
-            lo = fixture_step_opts(PHASE_DECODE, 1, P + st - 1);
-            lo.kept = kept;
-            lo.attended_cache = replay_attended_cache(r);
-        }
-        ck_assert_msg(lower_step(&sf.m, &lo, &cost, &e) == MS_OK, "%s", e.msg);
-        ck_assert_int_eq(secinf_step_program(&o, st, &sess, &e), MS_OK);
-        uint64_t b[2], rd[2];
-        step_cost(pn, &sess, &b[0], &rd[0]);
-        step_cost(pn, &cost, &b[1], &rd[1]);
-        ck_assert_msg(b[0] == b[1] && rd[0] == rd[1],
-                      "%s step %u: the session %llu B, %llu rounds; the cost path %llu B, %llu "
-                      "rounds",
-                      pn, st, (unsigned long long)b[0], (unsigned long long)rd[0],
-                      (unsigned long long)b[1], (unsigned long long)rd[1]);
-        /* the selection runs: the prompt's top-k, then an eviction at every step */
-        ck_assert_uint_eq(count_kind(&sess, st ? OP_ARGMAX : OP_TOPK), 1);
-    }
-    replay_close(r);
-    free(rc);
-    secinf_spol_free(&o.spol);
-    op_program_free(&sess);
-    op_program_free(&cost);
+    fixture_same_as_cost_path(&sf, pn, N, P, name, NULL, 0, "rows", 1, h2o_step, (void *)want);
 }
 
 /* The composition selects on shares through H2O's session with its sinks as public rows, and

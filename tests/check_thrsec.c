@@ -241,59 +241,12 @@ START_TEST(test_thr_opens_nothing)
 }
 END_TEST
 
-/* A program's online bytes (every party's) and rounds as the engine costs them. */
-static void program_cost(const char *pn, const op_program *p, uint64_t *bytes, uint64_t *rounds)
-{
-    proto_cfg cfg;
-    fixture_cfg(pn, &cfg);
-    fixture_program_cost(pn, &cfg, p, bytes, rounds);
-}
-
 /* `mpcsim run`'s cost path (the replay's emit_cost at its kept counts, the lowering attending
  * the rows the composition's attend hook states) costs each decode step as the session's
- * program: every candidate attended, the comparisons its ops. */
+ * program (fixture_same_as_cost_path): every candidate attended, the comparisons its ops. */
 static void same_as_cost_path(const char *policy, const char *pn)
 {
-    errbuf e = {{0}};
-    secinf_opts o;
-    fixture_opts(&sf, pn, N, P, policy, NULL, 0, &o);
-    run_cfg *rc = calloc(1, sizeof *rc);
-    ck_assert_ptr_nonnull(rc);
-    ck_assert_msg(model_load("stories260K", &rc->model, &e) == MS_OK, "%s", e.msg);
-    fixture_record_cfg(rc, policy);
-    rc->work.prompt_len = P;
-    rc->work.decode_len = N - P;
-    rc->seed = 1;
-    replay *r;
-    ck_assert_msg(replay_open(rc, &r, &e) == MS_OK, "%s", e.msg);
-    op_program sess, cost;
-    op_program_init(&sess);
-    op_program_init(&cost);
-    ck_assert_msg(replay_prefill(r, &cost, &e) == MS_OK, "%s", e.msg);
-    uint32_t kept[64];
-    for (uint32_t st = 0; st < N - P; st++) {
-        op_program_clear(&cost);
-        ck_assert_msg(replay_step(r, st, P + st, kept, &cost, &e) == MS_OK, "%s", e.msg);
-        ck_assert_int_eq(replay_step_once(r), 0);
-        lower_opts lo = fixture_step_opts(PHASE_DECODE, 1, P + st);
-        lo.kept = kept;
-        lo.attended_cache = replay_attended_cache(r); /* as the runner lowers */
-        ck_assert_msg(lower_step(&sf.m, &lo, &cost, &e) == MS_OK, "%s", e.msg);
-        ck_assert_int_eq(secinf_step_program(&o, st + 1, &sess, &e), MS_OK);
-        uint64_t b[2], rd[2];
-        program_cost(pn, &sess, &b[0], &rd[0]);
-        program_cost(pn, &cost, &b[1], &rd[1]);
-        ck_assert_msg(b[0] == b[1] && rd[0] == rd[1],
-                      "%s %s step %u: the session %llu B, %llu rounds; the cost path %llu B, "
-                      "%llu rounds",
-                      policy, pn, st + 1, (unsigned long long)b[0], (unsigned long long)rd[0],
-                      (unsigned long long)b[1], (unsigned long long)rd[1]);
-    }
-    replay_close(r);
-    free(rc);
-    secinf_spol_free(&o.spol);
-    op_program_free(&sess);
-    op_program_free(&cost);
+    fixture_same_as_cost_path(&sf, pn, N, P, policy, NULL, 0, "rows", 0, NULL, NULL);
 }
 
 START_TEST(test_thr_cost_path)

@@ -8,6 +8,7 @@
 
 #include "sim/engine/machine.h"
 #include "sim/engine/net.h"
+#include "sim/replay/replay.h"
 #include "sim/secure/valid.h"
 
 #include "harness.h"
@@ -256,4 +257,70 @@ void fixture_kv(const char *const *params, int n, kv_param *kv)
         memcpy(kv[i].key, params[i], (size_t)(eq - params[i]));
         snprintf(kv[i].val, sizeof kv[i].val, "%s", eq + 1);
     }
+}
+
+void fixture_same_as_cost_path(fixture *f, const char *pn, uint32_t n, uint32_t P,
+                               const char *policy, const char *const *params, int n_params,
+                               const char *layout, int from_prompt, fixture_step_fn each,
+                               void *arg)
+{
+    errbuf e = {{0}};
+    secinf_opts o;
+    fixture_opts(f, pn, n, P, policy, params, n_params, &o);
+    snprintf(o.cfg.gather, sizeof o.cfg.gather, "%s", layout);
+    run_cfg *rc = calloc(1, sizeof *rc);
+    ck_assert_ptr_nonnull(rc);
+    ck_assert_msg(model_load("stories260K", &rc->model, &e) == MS_OK, "%s", e.msg);
+    fixture_record_cfg(rc, policy);
+    fixture_kv(params, n_params, rc->policy.params);
+    rc->policy.n_params = (uint32_t)n_params;
+    rc->work.prompt_len = P;
+    rc->work.decode_len = n - P;
+    rc->seed = 1;
+    replay *r;
+    ck_assert_msg(replay_open(rc, &r, &e) == MS_OK, "%s", e.msg);
+    op_program sess, cost;
+    op_program_init(&sess);
+    op_program_init(&cost);
+    proto_cfg pc;
+    fixture_cfg(pn, &pc);
+    uint32_t kept[1024];
+    ck_assert_uint_le(n, 1024);
+    for (uint32_t st = 0; st <= n - P; st++) {
+        op_program_clear(&cost);
+        lower_opts lo;
+        if (st == 0) {
+            ck_assert_msg(replay_prefill(r, &cost, &e) == MS_OK, "%s", e.msg);
+            if (!from_prompt)
+                continue;
+            lower_opts_default(&lo);
+            lo.phase = PHASE_PREFILL;
+            lo.n_tokens = P;
+        } else {
+            ck_assert_msg(replay_step(r, st - 1, P + st - 1, kept, &cost, &e) == MS_OK, "%s",
+                          e.msg);
+            ck_assert_int_eq(replay_step_once(r), 0);
+            lo = fixture_step_opts(PHASE_DECODE, 1, P + st - 1);
+            lo.kept = kept;
+            lo.attended_cache = replay_attended_cache(r); /* as the runner lowers */
+        }
+        lo.score_gather = !strcmp(layout, "scores");
+        ck_assert_msg(lower_step(&f->m, &lo, &cost, &e) == MS_OK, "%s", e.msg);
+        ck_assert_int_eq(secinf_step_program(&o, st, &sess, &e), MS_OK);
+        uint64_t b[2], rd[2];
+        fixture_program_cost(pn, &pc, &sess, &b[0], &rd[0]);
+        fixture_program_cost(pn, &pc, &cost, &b[1], &rd[1]);
+        ck_assert_msg(b[0] == b[1] && rd[0] == rd[1],
+                      "%s %s %s step %u: the session %llu B, %llu rounds; the cost path %llu B, "
+                      "%llu rounds",
+                      policy, pn, layout, st, (unsigned long long)b[0], (unsigned long long)rd[0],
+                      (unsigned long long)b[1], (unsigned long long)rd[1]);
+        if (each)
+            each(&o, st, &sess, arg);
+    }
+    replay_close(r);
+    free(rc);
+    secinf_spol_free(&o.spol);
+    op_program_free(&sess);
+    op_program_free(&cost);
 }

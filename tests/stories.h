@@ -108,6 +108,19 @@ void fixture_record_cfg(run_cfg *c, const char *policy);
 /* The default lowering options of one step: phase, n_tokens new tokens, kv_len cached. */
 lower_opts fixture_step_opts(int phase, uint32_t n_tokens, uint32_t kv_len);
 
+/* `mpcsim run`'s cost path (the replay's policy ops, its kept counts, the lowering attending
+ * the rows the policy's attend hook states and laying out the score side under gather: scores)
+ * costs each step of the session fixture_opts(f, pn, n, P, policy, params, n_params) opens as
+ * the session's program under the same layout (layout: rows or scores): the same bytes and
+ * rounds in protocol pn, from the prompt (from_prompt) or the first decode step on. each (may
+ * be NULL) sees each step's session program. */
+typedef void (*fixture_step_fn)(const secinf_opts *o, uint32_t st, const op_program *sess,
+                                void *arg);
+void fixture_same_as_cost_path(fixture *f, const char *pn, uint32_t n, uint32_t P,
+                               const char *policy, const char *const *params, int n_params,
+                               const char *layout, int from_prompt, fixture_step_fn each,
+                               void *arg);
+
 /* The policy parameter key: val as a scenario file gives it at line:col. */
 kv_param fixture_kvp(const char *key, const char *val, int line, int col);
 /* "key=value" params as the policy's parameters kv[0..n). */
