@@ -141,6 +141,23 @@ static const char lastshl_yaml[] = "name: attlastshl_t\n"
                                    "share: {heads: kv_head, layers: 2}\n"
                                    "select: {topk: 6}\n";
 
+/* No recent window: the new entry is a candidate of the next step's top-k (accumulated; 2
+ * sinks and the newest row; every 3 steps). */
+static const char nowin_yaml[] = "name: attnowin_t\n"
+                                 "summary: the top entries by accumulated attention, no window\n"
+                                 "score: attention\n"
+                                 "select: {topk: 8}\n";
+static const char nowins_yaml[] = "name: attnowins_t\n"
+                                  "summary: sinks and the top entries by the newest row\n"
+                                  "sinks: 2\n"
+                                  "score: {attention: {accumulate: false}}\n"
+                                  "select: {topk: 8}\n";
+static const char nowine_yaml[] = "name: attnowine_t\n"
+                                  "summary: the top entries by accumulated attention, every 3\n"
+                                  "score: attention\n"
+                                  "when: {every: 3}\n"
+                                  "select: {topk: 8}\n";
+
 /* Every mask of the check's 32 decode steps chosen by the ops: stories260K's 5 layers × 4 KV
  * heads × 32 steps (every step has more candidates beyond the sinks and window than its top-k);
  * param: a --param of the check, or "". */
@@ -309,6 +326,25 @@ START_TEST(test_att_shared_layers_shares)
 }
 END_TEST
 
+START_TEST(test_check_att_nowin)
+{
+    check_on("nowin.yaml", nowin_yaml, "attnowin_t", "");
+    check_on("nowins.yaml", nowins_yaml, "attnowins_t", "");
+}
+END_TEST
+
+START_TEST(test_check_att_nowin_every) { check_on("nowine.yaml", nowine_yaml, "attnowine_t", ""); }
+END_TEST
+
+START_TEST(test_att_nowin_shares)
+{
+    static const char *const proto[] = {"semi2k", "aby3"};
+    shares_on(proto[_i], "nowin.yaml", nowin_yaml, "attnowin_t");
+    shares_on(proto[_i], "nowins.yaml", nowins_yaml, "attnowins_t");
+    shares_on(proto[_i], "nowine.yaml", nowine_yaml, "attnowine_t");
+}
+END_TEST
+
 Suite *attcomp_suite(void)
 {
     Suite *s = suite_create("attcomp");
@@ -319,6 +355,7 @@ Suite *attcomp_suite(void)
              test_att_kv_budget_shares, test_check_att_layers, test_att_layers_shares,
              test_check_att_every, test_att_every_shares, test_check_att_share_layer,
              test_att_share_layer_shares, test_check_att_shared_layers,
-             test_att_shared_layers_shares);
+             test_att_shared_layers_shares, test_check_att_nowin, test_check_att_nowin_every);
+    TH_LOOPS(tc, 2, test_att_nowin_shares);
     return s;
 }

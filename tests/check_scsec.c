@@ -450,6 +450,32 @@ START_TEST(test_scsec_cost_path_att_sinks)
 }
 END_TEST
 
+/* Without a recent window (accumulated; beside 2 sinks, the newest row; every 3 steps): the new
+ * entry is a candidate of the next selection, its row gathered from after the cached ones. The
+ * cost path emitted no selection for these before (policy check: cost declared). */
+START_TEST(test_scsec_cost_path_att_nowin)
+{
+    static const char *const yaml[3] = {"name: attnw_s\nscore: attention\nselect: {topk: 8}\n",
+                                        "name: attnws_s\nsinks: 2\n"
+                                        "score: {attention: {accumulate: false}}\n"
+                                        "select: {topk: 8}\n",
+                                        "name: attnwe_s\nscore: attention\nwhen: {every: 3}\n"
+                                        "select: {topk: 8}\n"};
+    const char *file[3] = {"attnw_s.yaml", "attnws_s.yaml", "attnwe_s.yaml"};
+    const char *pn[2] = {"semi2k", "aby3"}, *lay[2] = {"rows", "scores"};
+    for (int c = 0; c < 3; c++) {
+        const policy_ops *p;
+        errbuf e = {{0}};
+        ck_assert_msg(policy_compose_load(th_file(&td, file[c], yaml[c]), &p, &e) == MS_OK, "%s",
+                      e.msg);
+        const scase att = {p->name, {NULL}, 0};
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < 2; j++)
+                same_as_cost_path(&att, pn[i], lay[j]);
+    }
+}
+END_TEST
+
 /* A decode step lowered at C cached entries with layer 0's policy row gather (a one-hot
  * (Hkv, mu, ku) over units of U rows of 2d + e) spliced as the session splices it, the layer
  * attending `extra` entries besides the gathered rows and the new one (negative: fewer), its
@@ -901,8 +927,8 @@ Suite *scsec_suite(void)
     TESTDIR_USE(tc);
     TH_TESTS(tc, test_scsec_mpcache, test_scsec_quest, test_scsec_dearer, test_scsec_quest_audit,
              test_scsec_cost_path, test_scsec_cost_path_blocks, test_scsec_cost_path_att,
-             test_scsec_cost_path_att_sinks, test_scsec_rewrite, test_scsec_public,
-             test_scsec_public_cost_path, test_scsec_layer_cost_path,
+             test_scsec_cost_path_att_sinks, test_scsec_cost_path_att_nowin, test_scsec_rewrite,
+             test_scsec_public, test_scsec_public_cost_path, test_scsec_layer_cost_path,
              test_scsec_kv_budget_pages_cost_path, test_scsec_tova_h2o_cost_path,
              test_scsec_shared_cost_path, test_scsec_pages_carried_cost_path,
              test_scsec_knperm_cost_path, test_scsec_shared_layers_cost_path,

@@ -18,6 +18,9 @@
  * the next one sized for kv_len + 1, each in a state named by its size. With `when: {every: N}`
  * the steps between selections attend the last one's rows and every entry cached since (their
  * state: the step before's, the new entry's row appended), the scores updated at every step.
+ * Without a recent window (r = 0) the new entry is a candidate of the next step's top-k, gathered
+ * from a table of the cached rows and the new entry's (local copies); a group of layers sharing a
+ * selection keeps one (its later layers take the new entry from it).
  * With `share: layer` one score row per layer (every query head's attention summed), one top-k,
  * its one-hot copied to each KV head's gather. Shared across layers (`share: {layers: N}`, per KV
  * head at every step, no sinks, a fixed budget), the leader also puts its one-hot rows and ranked
@@ -154,8 +157,10 @@ int compose_att_setup(compose_att *a, uint32_t T, int pre)
     uint32_t P = a->env->prompt_len, N = a->every;
     for (uint32_t n = P; n <= a->env->max_len; n = a->frac ? n + 1 : a->env->max_len + 1) {
         a->budget(a->st, a->layer, n, &a->cur); /* fixed: the prompt's, the fewest candidates */
-        if (!a->cur.recent || !a->cur.k || (uint64_t)a->cur.sinks + a->cur.k + a->cur.recent >= n)
+        if (!a->cur.k || (uint64_t)a->cur.sinks + a->cur.k + a->cur.recent >= n)
             return 0;
+        if (!a->cur.recent && a->group)
+            return 0; /* no window: a group's later layers take the new entry from it */
     }
     a->at = pre ? T : T - (T - P) % N;
     a->picks = pre || (T + 1 - P) % N == 0;
@@ -192,8 +197,9 @@ int compose_att_emit(const compose_att *a, int phase, uint32_t layer, uint32_t k
          * the sinks' and the window's rows copied (local) */
         uint32_t noht = att_state(&b, a, "cmp.oht", nk, Hs, v->max_len, nk);
         next_topk(&b, a, n, sc, kv, noht, nsel, T - nr - ns);
-        opb_put(&b, opb_rows(&b, kv, Hkv, T - nr, nr, d2, "cmp.next_win"), nsel, Hkv, ns + nk, nr,
-                d2);
+        if (nr)
+            opb_put(&b, opb_rows(&b, kv, Hkv, T - nr, nr, d2, "cmp.next_win"), nsel, Hkv, ns + nk,
+                    nr, d2);
         return policy_emit_done(&b, name, e);
     }
     uint32_t oht = att_state(&b, a, "cmp.oht", k, Hs, v->max_len, k);
@@ -228,16 +234,23 @@ int compose_att_emit(const compose_att *a, int phase, uint32_t layer, uint32_t k
     if (a->picks) {
         /* COST: the next step's selection: a top-k of [s', T + 1 − r'), the gather of their
          * rows; its sinks' rows and its window: the cached rows [T + 1 − r', T) and the new
-         * entry's (local copies) */
-        uint32_t noht = att_state(&b, a, "cmp.oht", nk, Hs, v->max_len, nk);
-        next_topk(&b, a, n, sc, kv, noht, nsel, T + 1 - nr - ns);
+         * entry's (local copies). Without a window the new entry is a candidate: its row after
+         * the cached ones in the table gathered from (local copies) */
+        uint32_t noht = att_state(&b, a, "cmp.oht", nk, Hs, v->max_len, nk), tab = kv;
+        if (!nr) {
+            tab = opb_tensor(&b, "cmp.next_tab", OPT_TEMP, Hkv, T + 1, d2);
+            opb_put(&b, kv, tab, Hkv, 0, T, d2);
+            opb_put(&b, knew, tab, Hkv, T, 1, d2);
+        }
+        next_topk(&b, a, n, sc, tab, noht, nsel, T + 1 - nr - ns);
         if (nr > 1)
             opb_put(&b, opb_rows(&b, kv, Hkv, T + 1 - nr, nr - 1, d2, "cmp.next_win"), nsel, Hkv,
                     ns + nk, nr - 1, d2);
     } else { /* every N, between selections: the same rows and the new entry's (local) */
         opb_put(&b, opb_rows(&b, sel, Hkv, 0, m, d2, "cmp.keep"), nsel, Hkv, 0, m, d2);
     }
-    opb_put(&b, knew, nsel, Hkv, nm - 1, 1, d2);
+    if (!a->picks || nr)
+        opb_put(&b, knew, nsel, Hkv, nm - 1, 1, d2);
     /* the rows chosen at the selecting step: every cached entry's candidates are [s, c1), the
      * sinks' rows and those from c1 on gathered alongside (public positions, kept by both) */
     if (Hs != Hkv) /* the layer's scores as each KV head's, for the check's ties (local) */
