@@ -433,9 +433,9 @@ static void after_pyramid_zero(void *st, hand *h)
     for (uint32_t l = 1; l < 3; l++) {
         op_program prog;
         op_program_init(&prog);
-        ck_assert_int_eq(policy_pyramidkv.emit_cost(st, PHASE_PREFILL, l, h->env.prompt_len, NULL,
-                                                    &prog, &e),
-                         MS_OK);
+        ck_assert_int_eq(
+            policy_pyramidkv.emit_cost(st, PHASE_PREFILL, l, h->env.prompt_len, NULL, &prog, &e),
+            MS_OK);
         if (l == 2)
             ck_assert_msg(prog.n_ops == 0, "layer 2 keeps none and emits %zu ops", prog.n_ops);
         else
@@ -1044,6 +1044,108 @@ START_TEST(test_stack_linear)
 }
 END_TEST
 
+/* CriticalKV's ‖W_o^h V_j‖₁ over many prompt positions, computed in blocks of positions (and
+ * wide or portable): 2 layers observed in turn, P = 75 (blocks of 32, 32 and 11), a width of 5
+ * (rows in fours and one more), stage 1 empty and every window row uniform, so each layer's
+ * non-window base is one value and the kept set is the window and the top capacity − 4 by the
+ * norm as this test computes it, one position at a time; at six capacities. */
+START_TEST(test_criticalkv_blocks)
+{
+    enum { L = 2, H = 4, HKV = 2, D = 8, W = 5, P = 75, CAP = 20, WIN = 4 };
+    const uint32_t G = H / HKV;
+    static float v[L][P][HKV * D], wo[L][W * H * D], att[H * P];
+    static double proj[L][HKV][P];
+    uint64_t x = 0x9e3779b97f4a7c15u;
+    for (uint32_t l = 0; l < L; l++) {
+        for (uint32_t j = 0; j < P; j++)
+            for (uint32_t i = 0; i < HKV * D; i++) {
+                x = x * 6364136223846793005u + 1442695040888963407u;
+                /* the window's values three times as large: it is kept whatever its base */
+                v[l][j][i] = ((float)(x >> 40) / (float)(1u << 24) - 0.5f) * (j >= P - WIN ? 6 : 2);
+            }
+        for (uint32_t i = 0; i < W * H * D; i++) {
+            x = x * 6364136223846793005u + 1442695040888963407u;
+            wo[l][i] = (float)(x >> 40) / (float)(1u << 24) - 0.5f;
+        }
+    }
+    /* the norm as one position at a time computes it */
+    for (uint32_t l = 0; l < L; l++)
+        for (uint32_t j = 0; j < P; j++)
+            for (uint32_t h = 0; h < H; h++) {
+                double l1 = 0;
+                for (uint32_t r = 0; r < W; r++) {
+                    float y = 0;
+                    for (uint32_t i = 0; i < D; i++)
+                        y += wo[l][(size_t)r * H * D + h * D + i] * v[l][j][(h / G) * D + i];
+                    l1 += fabsf(y);
+                }
+                proj[l][h / G][j] += l1 / G;
+            }
+    policy_env env = {.n_layers = L,
+                      .n_heads = H,
+                      .n_kv_heads = HKV,
+                      .head_dim = D,
+                      .dim = W,
+                      .ffn_dim = 4,
+                      .prompt_len = P,
+                      .max_len = P + 1};
+    static const char *const caps[] = {"8", "14", "20", "31", "47", "62"};
+    for (int run = 0; run < 12; run++) {
+        int portable = run % 2;
+        uint32_t top = (uint32_t)atoi(caps[run / 2]) - WIN;
+        kv_param kv[] = {kvp("window", "4"), kvp("kernel", "1"), kvp("capacity", caps[run / 2]),
+                         kvp("first_stage_ratio", "0")};
+        policy_portable_kernels = portable;
+        policy_args a;
+        errbuf e;
+        void *st = NULL;
+        ck_assert_msg(policy_args_load(&policy_criticalkv, kv, 4, "t.yaml", &a, &e) == MS_OK, "%s",
+                      e.msg);
+        ck_assert_msg(policy_criticalkv.init(&env, &a, &st, &e) == MS_OK, "%s", e.msg);
+        for (uint32_t pos = 0; pos < P; pos++) {
+            for (uint32_t h = 0; h < H; h++)
+                for (uint32_t j = 0; j <= pos; j++)
+                    att[h * (pos + 1) + j] = 1.0f / (float)(pos + 1);
+            for (uint32_t l = 0; l < L; l++) {
+                policy_obs o = {.layer = l, .pos = pos, .v = v[l][pos], .wo = wo[l], .att = att};
+                if (!(policy_criticalkv.needs(st, pos) & POLICY_NEED_ATT))
+                    o.att = NULL;
+                ck_assert_msg(policy_criticalkv.observe(st, &o, &e) == MS_OK, "%s", e.msg);
+            }
+        }
+        ck_assert_msg(policy_criticalkv.prefill(st, &e) == MS_OK, "%s", e.msg);
+        uint8_t keep[HKV * P];
+        for (uint32_t l = 0; l < L; l++) {
+            ck_assert_msg(policy_criticalkv.select(st, l, P, NULL, keep, &e) == MS_OK, "%s", e.msg);
+            for (uint32_t g = 0; g < HKV; g++) {
+                const double *pj = proj[l][g];
+                /* the top-th largest of the non-window norms, and the next */
+                double t16 = 0, t17 = 0;
+                for (uint32_t j = 0; j < P - WIN; j++) {
+                    uint32_t above = 0;
+                    for (uint32_t i = 0; i < P - WIN; i++)
+                        above += pj[i] > pj[j];
+                    t16 = above == top - 1 ? pj[j] : t16;
+                    t17 = above == top ? pj[j] : t17;
+                }
+                ck_assert_msg(t16 > t17 * (1 + 1e-4), "layer %u head %u: %g and %g tie", l, g, t16,
+                              t17);
+                for (uint32_t j = 0; j < P; j++) {
+                    int want = j >= P - WIN || pj[j] >= t16;
+                    ck_assert_msg(
+                        keep[g * P + j] == want,
+                        "%s, top %u: layer %u head %u entry %u (norm %g, last %g): kept %u",
+                        portable ? "portable kernels" : "the CPU's kernels", top, l, g, j, pj[j],
+                        t16, keep[g * P + j]);
+                }
+            }
+        }
+        policy_criticalkv.fini(st);
+    }
+    policy_portable_kernels = 0;
+}
+END_TEST
+
 Suite *policy_suite(void)
 {
     Suite *s = suite_create("policy");
@@ -1052,6 +1154,6 @@ Suite *policy_suite(void)
     TH_LOOPS(tc, (int)(sizeof policy_cases / sizeof policy_cases[0]), test_policy_case);
     TH_TESTS(tc, test_emit_shapes, test_quest_attend_public, test_half_outward,
              test_mpcache_many_clusters, test_bound_kernels, test_metric_stride_default,
-             test_h2o_victim, test_stack_linear);
+             test_h2o_victim, test_stack_linear, test_criticalkv_blocks);
     return s;
 }

@@ -29,13 +29,14 @@ static int cpu_ask(enum ms_cpu_feature f)
         return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
     case MS_CPU_F16C: return cpu_f16c();
     case MS_CPU_BMI2: return __builtin_cpu_supports("bmi2") != 0;
+    case MS_CPU_AVX2: return __builtin_cpu_supports("avx2") != 0;
     default: return 0;
     }
 }
 
 int ms_cpu_has(enum ms_cpu_feature f)
 {
-    static int have[MS_CPU_N] = {-1, -1, -1, -1};
+    static int have[MS_CPU_N] = {-1, -1, -1, -1, -1};
     if ((unsigned)f >= MS_CPU_N)
         return 0;
     if (have[f] < 0)

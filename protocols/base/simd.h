@@ -18,6 +18,7 @@ enum ms_cpu_feature {
     MS_CPU_AVX512DQ, /* AVX-512 F and DQ (64-bit lane multiplies) */
     MS_CPU_F16C,     /* F16C and AVX with the OS saving the YMM state */
     MS_CPU_BMI2,     /* PEXT/PDEP */
+    MS_CPU_AVX2,     /* AVX2 with the OS saving the YMM state */
     MS_CPU_N
 };
 

@@ -16,6 +16,15 @@
 
 #include "pcheck.h"
 #include "policy.h"
+#include "protocols/base/simd.h"
+
+/* Positions whose ‖W_o^h V_j‖₁ are computed together: their sums y_j in registers (eight of
+ * four lanes, or four of eight under AVX2). Each lane adds its products in the head_dim order a
+ * position's own sum takes, a product then a sum (ISO C: gcc contracts nothing into an FMA), so
+ * every figure is the one-position-at-a-time one to the bit. */
+#define CKV_BLK 32
+typedef float ckv_v4 __attribute__((vector_size(16), aligned(4))); /* loads at any float */
+typedef float ckv_v8 __attribute__((vector_size(32), aligned(4)));
 
 static const policy_param ckv_params[] = {
     {"window", "32", "SnapKV observation window of the base score", NULL, 1, 1e9, 1},
@@ -37,6 +46,12 @@ typedef struct ckv_state {
     float *mag;      /* [L][4]: the largest |V|, |W_o|, proj · G and base (window pad included) */
     float *base_all; /* [L][Hkv][P]: the base, the window padded (stage 1's scores) */
     uint8_t *s1;     /* [L][Hkv][P]: stage 1's set */
+    /* proj is computed CKV_BLK positions at a time, W_o read once per block instead of once
+     * per position (at 7B shapes it is 64 MB a layer): each layer's pending rows */
+    float *vbuf;    /* [L][CKV_BLK][Hkv·d] the pending positions' values */
+    uint32_t *vpos; /* [L][CKV_BLK] their positions */
+    uint32_t *vn;   /* [L] how many are pending */
+    float *vt;      /* [d][CKV_BLK] one KV head's pending values transposed */
 } ckv_state;
 
 static void ckv_fini(void *st)
@@ -54,6 +69,10 @@ static void ckv_fini(void *st)
     free(s->mag);
     free(s->base_all);
     free(s->s1);
+    free(s->vbuf);
+    free(s->vpos);
+    free(s->vn);
+    free(s->vt);
     free(s);
 }
 
@@ -90,8 +109,13 @@ static int ckv_init(const policy_env *env, const policy_args *a, void **st, errb
     s->mag = calloc((size_t)env->n_layers * 4, sizeof *s->mag);
     s->base_all = calloc(n, sizeof *s->base_all);
     s->s1 = calloc(n, 1);
+    size_t L = env->n_layers, row = (size_t)env->n_kv_heads * env->head_dim;
+    s->vbuf = malloc(L * CKV_BLK * row * sizeof *s->vbuf);
+    s->vpos = malloc(L * CKV_BLK * sizeof *s->vpos);
+    s->vn = calloc(L, sizeof *s->vn);
+    s->vt = malloc((size_t)env->head_dim * CKV_BLK * sizeof *s->vt);
     if (!s->proj || !s->alive || !s->base || !s->score || !s->work || !s->sel || !s->mag ||
-        !s->base_all || !s->s1) {
+        !s->base_all || !s->s1 || !s->vbuf || !s->vpos || !s->vn || !s->vt) {
         ckv_fini(s);
         return err_set(e, MS_ERR_NOMEM, "policy criticalkv: out of memory");
     }
@@ -110,6 +134,109 @@ static unsigned ckv_needs(void *st, uint32_t pos)
     return POLICY_NEED_V | POLICY_NEED_WO | (snap_core_wants(&s->core, pos) ? POLICY_NEED_ATT : 0);
 }
 
+/* l1[j] += |y_j| for the block's positions j. */
+static void ckv_l1_add(double *l1, const float *y)
+{
+    for (uint32_t j = 0; j < CKV_BLK; j++)
+        l1[j] += fabsf(y[j]);
+}
+
+/* l1[j] += ‖W_o^h V_j‖₁ for the block's positions j: rows r of W_o^h (stride apart, d wide)
+ * against vt (d × CKV_BLK, the positions' values transposed), |y| summed in row order. */
+static void ckv_rows_portable(const float *w0, size_t stride, uint32_t D, uint32_t d,
+                              const float *vt, double *l1)
+{
+    for (uint32_t r = 0; r < D; r++) {
+        const float *w = w0 + r * stride;
+        v4f a[8] = {{0}};
+        for (uint32_t i = 0; i < d; i++) {
+            const ckv_v4 *x = (const ckv_v4 *)(vt + (size_t)i * CKV_BLK);
+            float wi = w[i];
+            a[0] += wi * x[0];
+            a[1] += wi * x[1];
+            a[2] += wi * x[2];
+            a[3] += wi * x[3];
+            a[4] += wi * x[4];
+            a[5] += wi * x[5];
+            a[6] += wi * x[6];
+            a[7] += wi * x[7];
+        }
+        float y[CKV_BLK];
+        memcpy(y, a, sizeof y);
+        ckv_l1_add(l1, y);
+    }
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+/* Two rows at once (eight AVX2 sums, each value row loaded once for the two), then the last
+ * one alone; the l1 sums in row order as above. */
+__attribute__((target("avx2"))) static void ckv_rows_wide(const float *w0, size_t stride,
+                                                          uint32_t D, uint32_t d, const float *vt,
+                                                          double *l1)
+{
+    uint32_t r = 0;
+    for (; r < D; r += 2) {
+        const float *w = w0 + r * stride, *w1 = r + 1 < D ? w + stride : w;
+        ckv_v8 a[4] = {{0}}, b[4] = {{0}};
+        for (uint32_t i = 0; i < d; i++) {
+            const ckv_v8 *x = (const ckv_v8 *)(vt + (size_t)i * CKV_BLK);
+            float u = w[i], t = w1[i];
+            a[0] += u * x[0];
+            a[1] += u * x[1];
+            a[2] += u * x[2];
+            a[3] += u * x[3];
+            b[0] += t * x[0];
+            b[1] += t * x[1];
+            b[2] += t * x[2];
+            b[3] += t * x[3];
+        }
+        float y[CKV_BLK];
+        memcpy(y, a, sizeof y);
+        ckv_l1_add(l1, y);
+        if (r + 1 < D) {
+            memcpy(y, b, sizeof y);
+            ckv_l1_add(l1, y);
+        }
+    }
+}
+#endif
+
+/* proj of layer l's pending positions: for each query head h, y = W_o^h·V_j summed over its
+ * head_dim in order, ‖y‖₁ over the model's width in double, proj += ‖y‖₁ / G, h in order (each
+ * position's figures as one position at a time gives them, to the bit). */
+static void ckv_proj_flush(ckv_state *s, uint32_t l, const float *wo)
+{
+    const policy_env *v = &s->core.env;
+    uint32_t d = v->head_dim, H = v->n_heads, Hkv = v->n_kv_heads, G = H / Hkv, D = v->dim;
+    uint32_t n = s->vn[l];
+    size_t row = (size_t)Hkv * d, stride = (size_t)H * d;
+    const float *vb = s->vbuf + (size_t)l * CKV_BLK * row;
+    const uint32_t *pos = s->vpos + (size_t)l * CKV_BLK;
+    float *vt = s->vt;
+    double l1[CKV_BLK];
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    int wide = !policy_portable_kernels && ms_cpu_has(MS_CPU_AVX2);
+#endif
+    for (uint32_t g = 0; g < Hkv; g++) {
+        for (uint32_t i = 0; i < d; i++)
+            for (uint32_t j = 0; j < CKV_BLK; j++)
+                vt[(size_t)i * CKV_BLK + j] = j < n ? vb[j * row + (size_t)g * d + i] : 0;
+        for (uint32_t h = g * G; h < (g + 1) * G; h++) {
+            for (uint32_t j = 0; j < CKV_BLK; j++)
+                l1[j] = 0;
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+            if (wide)
+                ckv_rows_wide(wo + (size_t)h * d, stride, D, d, vt, l1);
+            else
+#endif
+                ckv_rows_portable(wo + (size_t)h * d, stride, D, d, vt, l1);
+            for (uint32_t j = 0; j < n; j++)
+                s->proj[((size_t)l * Hkv + g) * v->prompt_len + pos[j]] += (float)(l1[j] / G);
+        }
+    }
+    s->vn[l] = 0;
+}
+
 static int ckv_observe(void *st, const policy_obs *o, errbuf *e)
 {
     ckv_state *s = st;
@@ -119,25 +246,18 @@ static int ckv_observe(void *st, const policy_obs *o, errbuf *e)
     snap_core_observe(&s->core, o);
     if (!o->v || !o->wo)
         return err_set(e, MS_ERR_INPUT, "policy criticalkv: the trace has no values or no W_o");
-    uint32_t d = v->head_dim, H = v->n_heads, Hkv = v->n_kv_heads, G = H / Hkv, D = v->dim;
+    uint32_t d = v->head_dim, H = v->n_heads, Hkv = v->n_kv_heads, D = v->dim;
     float *mag = s->mag + (size_t)o->layer * 4;
     for (uint32_t i = 0; i < Hkv * d; i++)
         mag[0] = fabsf(o->v[i]) > mag[0] ? fabsf(o->v[i]) : mag[0];
     for (size_t i = 0; o->pos == 0 && i < (size_t)D * H * d; i++)
         mag[1] = fabsf(o->wo[i]) > mag[1] ? fabsf(o->wo[i]) : mag[1];
-    for (uint32_t h = 0; h < H; h++) {
-        uint32_t g = h / G;
-        const float *vj = o->v + (size_t)g * d;
-        double l1 = 0;
-        for (uint32_t r = 0; r < D; r++) {
-            const float *w = o->wo + (size_t)r * H * d + (size_t)h * d;
-            float y = 0;
-            for (uint32_t i = 0; i < d; i++)
-                y += w[i] * vj[i];
-            l1 += fabsf(y);
-        }
-        s->proj[((size_t)o->layer * Hkv + g) * v->prompt_len + o->pos] += (float)(l1 / G);
-    }
+    uint32_t *n = &s->vn[o->layer];
+    size_t row = (size_t)Hkv * d;
+    memcpy(s->vbuf + ((size_t)o->layer * CKV_BLK + *n) * row, o->v, row * sizeof *o->v);
+    s->vpos[(size_t)o->layer * CKV_BLK + *n] = o->pos;
+    if (++*n == CKV_BLK || o->pos + 1 == v->prompt_len)
+        ckv_proj_flush(s, o->layer, o->wo);
     return MS_OK;
 }
 
@@ -165,6 +285,10 @@ static int ckv_prefill(void *st, errbuf *e)
     if (!compresses(s))
         return MS_OK;
     uint32_t k1 = (uint32_t)(s->capacity * s->fsr);
+    for (uint32_t l = 0; l < v->n_layers; l++)
+        if (s->vn[l]) /* the last prompt position flushes each layer's */
+            return err_set(e, MS_ERR_INTERNAL,
+                           "policy criticalkv: layer %u's prompt was not observed to its end", l);
     for (uint32_t l = 0; l < v->n_layers; l++)
         for (uint32_t g = 0; g < v->n_kv_heads; g++) {
             size_t off = ((size_t)l * v->n_kv_heads + g) * P;
