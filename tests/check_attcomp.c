@@ -141,6 +141,23 @@ static const char lastshl_yaml[] = "name: attlastshl_t\n"
                                    "share: {heads: kv_head, layers: 2}\n"
                                    "select: {topk: 6}\n";
 
+/* Shared across layers beside sinks: 2 sinks, pairs of layers, accumulated; 3 sinks, groups of 3
+ * layers, the newest row (the last group one layer). */
+static const char shs_yaml[] = "name: attshs_t\n"
+                               "summary: sinks, a window and the top entries, pairs of layers\n"
+                               "sinks: 2\n"
+                               "recent: 4\n"
+                               "score: attention\n"
+                               "share: {heads: kv_head, layers: 2}\n"
+                               "select: {topk: 6}\n";
+static const char shsl_yaml[] = "name: attshsl_t\n"
+                                "summary: sinks, a window and the top by the newest row\n"
+                                "sinks: 3\n"
+                                "recent: 4\n"
+                                "score: {attention: {accumulate: false}}\n"
+                                "share: {heads: kv_head, layers: 3}\n"
+                                "select: {topk: 5}\n";
+
 /* No recent window: the new entry is a candidate of the next step's top-k (accumulated; 2
  * sinks and the newest row; every 3 steps). */
 static const char nowin_yaml[] = "name: attnowin_t\n"
@@ -326,6 +343,21 @@ START_TEST(test_att_shared_layers_shares)
 }
 END_TEST
 
+START_TEST(test_check_att_shared_sinks)
+{
+    check_on("shs.yaml", shs_yaml, "attshs_t", "");
+    check_on("shsl.yaml", shsl_yaml, "attshsl_t", "");
+}
+END_TEST
+
+START_TEST(test_att_shared_sinks_shares)
+{
+    static const char *const proto[] = {"semi2k", "aby3"};
+    shares_on(proto[_i], "shs.yaml", shs_yaml, "attshs_t");
+    shares_on(proto[_i], "shsl.yaml", shsl_yaml, "attshsl_t");
+}
+END_TEST
+
 START_TEST(test_check_att_nowin)
 {
     check_on("nowin.yaml", nowin_yaml, "attnowin_t", "");
@@ -357,5 +389,7 @@ Suite *attcomp_suite(void)
              test_att_share_layer_shares, test_check_att_shared_layers,
              test_att_shared_layers_shares, test_check_att_nowin, test_check_att_nowin_every);
     TH_LOOPS(tc, 2, test_att_nowin_shares);
+    TH_TESTS(tc, test_check_att_shared_sinks);
+    TH_LOOPS(tc, 2, test_att_shared_sinks_shares);
     return s;
 }

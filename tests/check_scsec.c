@@ -476,6 +476,25 @@ START_TEST(test_scsec_cost_path_att_nowin)
 }
 END_TEST
 
+/* Shared across pairs of layers beside 2 sinks (the followers copy their own sinks' rows
+ * before the rows their leader's one-hot gathers): the cost path emitted no selection for it
+ * before (policy check: cost declared). */
+START_TEST(test_scsec_cost_path_att_shared_sinks)
+{
+    static const char yaml[] = "name: attshs_s\nsinks: 2\nrecent: 4\nscore: attention\n"
+                               "share: {heads: kv_head, layers: 2}\nselect: {topk: 6}\n";
+    const policy_ops *p;
+    errbuf e = {{0}};
+    ck_assert_msg(policy_compose_load(th_file(&td, "attshs_s.yaml", yaml), &p, &e) == MS_OK, "%s",
+                  e.msg);
+    const scase att = {p->name, {NULL}, 0};
+    const char *pn[2] = {"semi2k", "aby3"}, *lay[2] = {"rows", "scores"};
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 2; j++)
+            same_as_cost_path(&att, pn[i], lay[j]);
+}
+END_TEST
+
 /* A decode step lowered at C cached entries with layer 0's policy row gather (a one-hot
  * (Hkv, mu, ku) over units of U rows of 2d + e) spliced as the session splices it, the layer
  * attending `extra` entries besides the gathered rows and the new one (negative: fewer), its
@@ -927,8 +946,9 @@ Suite *scsec_suite(void)
     TESTDIR_USE(tc);
     TH_TESTS(tc, test_scsec_mpcache, test_scsec_quest, test_scsec_dearer, test_scsec_quest_audit,
              test_scsec_cost_path, test_scsec_cost_path_blocks, test_scsec_cost_path_att,
-             test_scsec_cost_path_att_sinks, test_scsec_cost_path_att_nowin, test_scsec_rewrite,
-             test_scsec_public, test_scsec_public_cost_path, test_scsec_layer_cost_path,
+             test_scsec_cost_path_att_sinks, test_scsec_cost_path_att_nowin,
+             test_scsec_cost_path_att_shared_sinks, test_scsec_rewrite, test_scsec_public,
+             test_scsec_public_cost_path, test_scsec_layer_cost_path,
              test_scsec_kv_budget_pages_cost_path, test_scsec_tova_h2o_cost_path,
              test_scsec_shared_cost_path, test_scsec_pages_carried_cost_path,
              test_scsec_knperm_cost_path, test_scsec_shared_layers_cost_path,

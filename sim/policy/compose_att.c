@@ -23,7 +23,7 @@
  * selection keeps one (its later layers take the new entry from it).
  * With `share: layer` one score row per layer (every query head's attention summed), one top-k,
  * its one-hot copied to each KV head's gather. Shared across layers (`share: {layers: N}`, per KV
- * head at every step, no sinks, a fixed budget), the leader also puts its one-hot rows and ranked
+ * head at every step, a fixed budget), the leader also puts its one-hot rows and ranked
  * scores into state and each later layer gathers its own rows by them (att_follow). */
 #include <math.h>
 #include <stdio.h>
@@ -96,19 +96,20 @@ static double tie_bound(const compose_att *a, uint32_t T)
     return 2 * A * (ldexp(1, -pcheck_frac_bits()) + M * 0x1p-24);
 }
 
-/* A later layer of a group (`share: {layers: N}`, per KV head, no sinks, a fixed budget: as
- * compose.c att_real admits it): no scores; at the prompt and at each decode step its own rows
- * of the next step's selection gathered by its leader's one-hot rows of the same step
- * (compose_shlay.c) and its window's rows copied, into its state "cmp.sel"; a decode step names
+/* A later layer of a group (`share: {layers: N}`, per KV head, a fixed budget: as compose.c
+ * att_real admits it): no scores; at the prompt and at each decode step its own rows of the next
+ * step's selection gathered by its leader's one-hot rows of the same step (compose_shlay.c), its
+ * sinks' and its window's rows copied, into its state "cmp.sel"; a decode step names
  * what that state held as the step began (a copy before the update), with the leader's ranked
  * scores of the step for the ties. */
 static int att_follow(const compose_att *a, int phase, uint32_t layer, uint32_t T, op_program *prog,
                       const char *name, errbuf *e)
 {
     const policy_env *v = a->env;
-    uint32_t Hkv = v->n_kv_heads, d2 = 2 * v->head_dim, k = a->cur.k, r = a->cur.recent, m = k + r;
+    uint32_t Hkv = v->n_kv_heads, d2 = 2 * v->head_dim, k = a->cur.k, r = a->cur.recent;
+    uint32_t s = a->cur.sinks, m = s + k + r;
     int pre = phase == PHASE_PREFILL;
-    uint32_t nc = pre ? T - r : T + 1 - r;
+    uint32_t nc = (pre ? T - r : T + 1 - r) - s; /* the candidates [s, s + nc) */
     opb b;
     opb_init(&b, prog, phase, (int)layer, OPC_POLICY, NULL);
     uint32_t sel = opb_shared(&b, "cmp.sel", OPT_CACHE, Hkv, m, d2);
@@ -117,12 +118,14 @@ static int att_follow(const compose_att *a, int phase, uint32_t layer, uint32_t 
     /* COST: its own candidates' rows gathered by the leader's one-hot rows */
     uint32_t oh = compose_lead_state(&b, a->lead, "cmp.lead_oh", Hkv, k, nc);
     uint32_t out = opb_tensor(&b, "cmp.next_gather", OPT_TEMP, Hkv, k, d2);
-    opb_op(&b, OP_GATHER, Hkv, k, nc, d2, oh, opb_rows(&b, kv, Hkv, 0, nc, d2, "cmp.next_cand_kv"),
+    opb_op(&b, OP_GATHER, Hkv, k, nc, d2, oh, opb_rows(&b, kv, Hkv, s, nc, d2, "cmp.next_cand_kv"),
            OP_NONE, out, OPF_NO_TRUNC, 0, 0);
-    opb_put(&b, out, sel, Hkv, 0, k, d2);
+    opb_put(&b, out, sel, Hkv, s, k, d2);
+    if (s) /* the sinks' rows (local copies) */
+        opb_put(&b, opb_rows(&b, kv, Hkv, 0, s, d2, "cmp.next_sinks"), sel, Hkv, 0, s, d2);
     uint32_t w = pre ? r : r - 1; /* the window's cached rows (local copies), the new entry's */
     if (w)
-        opb_put(&b, opb_rows(&b, kv, Hkv, T - w, w, d2, "cmp.next_win"), sel, Hkv, k, w, d2);
+        opb_put(&b, opb_rows(&b, kv, Hkv, T - w, w, d2, "cmp.next_win"), sel, Hkv, s + k, w, d2);
     if (!pre) {
         opb_put(&b, pcheck_input(&b, PCHECK_IN_KV_NEW, Hkv, 1, d2), sel, Hkv, m - 1, 1, d2);
         pcheck_selection(&b, now, m, 0, T,
