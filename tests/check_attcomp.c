@@ -158,6 +158,19 @@ static const char shsl_yaml[] = "name: attshsl_t\n"
                                 "share: {heads: kv_head, layers: 3}\n"
                                 "select: {topk: 5}\n";
 
+/* Shared across layers without a window (pairs of layers; 2 sinks, the newest row, groups of 3). */
+static const char shnw_yaml[] = "name: attshnw_t\n"
+                                "summary: the top entries, no window, pairs of layers\n"
+                                "score: attention\n"
+                                "share: {heads: kv_head, layers: 2}\n"
+                                "select: {topk: 8}\n";
+static const char shnws_yaml[] = "name: attshnws_t\n"
+                                 "summary: sinks and the top by the newest row, no window\n"
+                                 "sinks: 2\n"
+                                 "score: {attention: {accumulate: false}}\n"
+                                 "share: {heads: kv_head, layers: 3}\n"
+                                 "select: {topk: 8}\n";
+
 /* No recent window: the new entry is a candidate of the next step's top-k (accumulated; 2
  * sinks and the newest row; every 3 steps). */
 static const char nowin_yaml[] = "name: attnowin_t\n"
@@ -347,6 +360,8 @@ START_TEST(test_check_att_shared_sinks)
 {
     check_on("shs.yaml", shs_yaml, "attshs_t", "");
     check_on("shsl.yaml", shsl_yaml, "attshsl_t", "");
+    check_on("shnw.yaml", shnw_yaml, "attshnw_t", "");
+    check_on("shnws.yaml", shnws_yaml, "attshnws_t", "");
 }
 END_TEST
 
@@ -355,6 +370,8 @@ START_TEST(test_att_shared_sinks_shares)
     static const char *const proto[] = {"semi2k", "aby3"};
     shares_on(proto[_i], "shs.yaml", shs_yaml, "attshs_t");
     shares_on(proto[_i], "shsl.yaml", shsl_yaml, "attshsl_t");
+    shares_on(proto[_i], "shnw.yaml", shnw_yaml, "attshnw_t");
+    shares_on(proto[_i], "shnws.yaml", shnws_yaml, "attshnws_t");
 }
 END_TEST
 

@@ -477,21 +477,27 @@ START_TEST(test_scsec_cost_path_att_nowin)
 END_TEST
 
 /* Shared across pairs of layers beside 2 sinks (the followers copy their own sinks' rows
- * before the rows their leader's one-hot gathers): the cost path emitted no selection for it
- * before (policy check: cost declared). */
+ * before the rows their leader's one-hot gathers), and without a window (the followers gather
+ * the new entry too): the cost path emitted no selection for them before (policy check: cost
+ * declared). */
 START_TEST(test_scsec_cost_path_att_shared_sinks)
 {
-    static const char yaml[] = "name: attshs_s\nsinks: 2\nrecent: 4\nscore: attention\n"
-                               "share: {heads: kv_head, layers: 2}\nselect: {topk: 6}\n";
-    const policy_ops *p;
-    errbuf e = {{0}};
-    ck_assert_msg(policy_compose_load(th_file(&td, "attshs_s.yaml", yaml), &p, &e) == MS_OK, "%s",
-                  e.msg);
-    const scase att = {p->name, {NULL}, 0};
+    static const char *const yaml[2] = {"name: attshs_s\nsinks: 2\nrecent: 4\nscore: attention\n"
+                                        "share: {heads: kv_head, layers: 2}\nselect: {topk: 6}\n",
+                                        "name: attshnw_s\nscore: attention\n"
+                                        "share: {heads: kv_head, layers: 2}\nselect: {topk: 8}\n"};
+    const char *file[2] = {"attshs_s.yaml", "attshnw_s.yaml"};
     const char *pn[2] = {"semi2k", "aby3"}, *lay[2] = {"rows", "scores"};
-    for (int i = 0; i < 2; i++)
-        for (int j = 0; j < 2; j++)
-            same_as_cost_path(&att, pn[i], lay[j]);
+    for (int c = 0; c < 2; c++) {
+        const policy_ops *p;
+        errbuf e = {{0}};
+        ck_assert_msg(policy_compose_load(th_file(&td, file[c], yaml[c]), &p, &e) == MS_OK, "%s",
+                      e.msg);
+        const scase att = {p->name, {NULL}, 0};
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < 2; j++)
+                same_as_cost_path(&att, pn[i], lay[j]);
+    }
 }
 END_TEST
 

@@ -19,8 +19,8 @@
  * the steps between selections attend the last one's rows and every entry cached since (their
  * state: the step before's, the new entry's row appended), the scores updated at every step.
  * Without a recent window (r = 0) the new entry is a candidate of the next step's top-k, gathered
- * from a table of the cached rows and the new entry's (local copies); a group of layers sharing a
- * selection keeps one (its later layers take the new entry from it).
+ * from a table of the cached rows and the new entry's (local copies), by a group's later layers
+ * too.
  * With `share: layer` one score row per layer (every query head's attention summed), one top-k,
  * its one-hot copied to each KV head's gather. Shared across layers (`share: {layers: N}`, per KV
  * head at every step, a fixed budget), the leader also puts its one-hot rows and ranked
@@ -115,19 +115,26 @@ static int att_follow(const compose_att *a, int phase, uint32_t layer, uint32_t 
     uint32_t sel = opb_shared(&b, "cmp.sel", OPT_CACHE, Hkv, m, d2);
     uint32_t kv = pcheck_input(&b, PCHECK_IN_KV, Hkv, T, d2);
     uint32_t now = pre ? OP_NONE : opb_rows(&b, sel, Hkv, 0, m, d2, "cmp.sel_now");
+    uint32_t knew = pre ? OP_NONE : pcheck_input(&b, PCHECK_IN_KV_NEW, Hkv, 1, d2), tab = kv;
+    if (!pre && !r) { /* no window: the new entry a candidate, its row after the cached ones */
+        tab = opb_tensor(&b, "cmp.next_tab", OPT_TEMP, Hkv, T + 1, d2);
+        opb_put(&b, kv, tab, Hkv, 0, T, d2);
+        opb_put(&b, knew, tab, Hkv, T, 1, d2);
+    }
     /* COST: its own candidates' rows gathered by the leader's one-hot rows */
     uint32_t oh = compose_lead_state(&b, a->lead, "cmp.lead_oh", Hkv, k, nc);
     uint32_t out = opb_tensor(&b, "cmp.next_gather", OPT_TEMP, Hkv, k, d2);
-    opb_op(&b, OP_GATHER, Hkv, k, nc, d2, oh, opb_rows(&b, kv, Hkv, s, nc, d2, "cmp.next_cand_kv"),
+    opb_op(&b, OP_GATHER, Hkv, k, nc, d2, oh, opb_rows(&b, tab, Hkv, s, nc, d2, "cmp.next_cand_kv"),
            OP_NONE, out, OPF_NO_TRUNC, 0, 0);
     opb_put(&b, out, sel, Hkv, s, k, d2);
     if (s) /* the sinks' rows (local copies) */
         opb_put(&b, opb_rows(&b, kv, Hkv, 0, s, d2, "cmp.next_sinks"), sel, Hkv, 0, s, d2);
-    uint32_t w = pre ? r : r - 1; /* the window's cached rows (local copies), the new entry's */
+    uint32_t w = pre || !r ? r : r - 1; /* the window's cached rows (local copies) */
     if (w)
         opb_put(&b, opb_rows(&b, kv, Hkv, T - w, w, d2, "cmp.next_win"), sel, Hkv, s + k, w, d2);
     if (!pre) {
-        opb_put(&b, pcheck_input(&b, PCHECK_IN_KV_NEW, Hkv, 1, d2), sel, Hkv, m - 1, 1, d2);
+        if (r) /* the new entry's row ends the window */
+            opb_put(&b, knew, sel, Hkv, m - 1, 1, d2);
         pcheck_selection(&b, now, m, 0, T,
                          compose_lead_state(&b, a->lead, "cmp.lead_row", Hkv, 1, T),
                          tie_bound(a, T));
@@ -162,8 +169,6 @@ int compose_att_setup(compose_att *a, uint32_t T, int pre)
         a->budget(a->st, a->layer, n, &a->cur); /* fixed: the prompt's, the fewest candidates */
         if (!a->cur.k || (uint64_t)a->cur.sinks + a->cur.k + a->cur.recent >= n)
             return 0;
-        if (!a->cur.recent && a->group)
-            return 0; /* no window: a group's later layers take the new entry from it */
     }
     a->at = pre ? T : T - (T - P) % N;
     a->picks = pre || (T + 1 - P) % N == 0;
