@@ -171,6 +171,32 @@ static const char shnws_yaml[] = "name: attshnws_t\n"
                                  "share: {heads: kv_head, layers: 3}\n"
                                  "select: {topk: 8}\n";
 
+/* Shared across layers every N steps (2 sinks, a window, every 3, pairs; no window, every 2,
+ * groups of 3) and under a kv_budget fraction (2 sinks, a window, the newest row, pairs): the
+ * later layers' selections sized and named as their leader's. */
+static const char she_yaml[] = "name: attshe_t\n"
+                               "summary: every 3 steps, pairs of layers\n"
+                               "sinks: 2\n"
+                               "recent: 4\n"
+                               "score: attention\n"
+                               "when: {every: 3}\n"
+                               "share: {heads: kv_head, layers: 2}\n"
+                               "select: {topk: 6}\n";
+static const char shen_yaml[] = "name: attshen_t\n"
+                                "summary: every 2 steps, no window, groups of 3\n"
+                                "score: attention\n"
+                                "when: {every: 2}\n"
+                                "share: {heads: kv_head, layers: 3}\n"
+                                "select: {topk: 8}\n";
+static const char shf_yaml[] = "name: attshf_t\n"
+                               "summary: a kv_budget fraction, pairs of layers\n"
+                               "sinks: 2\n"
+                               "recent: 4\n"
+                               "score: {attention: {accumulate: false}}\n"
+                               "share: {heads: kv_head, layers: 2}\n"
+                               "select: {topk: 6}\n"
+                               "kv_budget: {recent: fixed}\n";
+
 /* No recent window: the new entry is a candidate of the next step's top-k (accumulated; 2
  * sinks and the newest row; every 3 steps). */
 static const char nowin_yaml[] = "name: attnowin_t\n"
@@ -375,6 +401,23 @@ START_TEST(test_att_shared_sinks_shares)
 }
 END_TEST
 
+START_TEST(test_check_att_shared_every)
+{
+    check_on("she.yaml", she_yaml, "attshe_t", "");
+    check_on("shen.yaml", shen_yaml, "attshen_t", "");
+    check_on("shf.yaml", shf_yaml, "attshf_t", "--param kv_budget=0.5");
+}
+END_TEST
+
+START_TEST(test_att_shared_every_shares)
+{
+    static const char *const proto[] = {"semi2k", "aby3"};
+    shares_on(proto[_i], "she.yaml", she_yaml, "attshe_t");
+    shares_on(proto[_i], "shen.yaml", shen_yaml, "attshen_t");
+    shares_with(proto[_i], "shf.yaml", shf_yaml, "attshf_t", "--policy-param kv_budget=0.5");
+}
+END_TEST
+
 START_TEST(test_check_att_nowin)
 {
     check_on("nowin.yaml", nowin_yaml, "attnowin_t", "");
@@ -408,5 +451,7 @@ Suite *attcomp_suite(void)
     TH_LOOPS(tc, 2, test_att_nowin_shares);
     TH_TESTS(tc, test_check_att_shared_sinks);
     TH_LOOPS(tc, 2, test_att_shared_sinks_shares);
+    TH_TESTS(tc, test_check_att_shared_every);
+    TH_LOOPS(tc, 2, test_att_shared_every_shares);
     return s;
 }

@@ -690,8 +690,8 @@ static int att_real(const cstate *s, uint32_t layer, uint32_t T, int pre, compos
     a->score = s->score + (size_t)lead * v->n_kv_heads * v->max_len;
     a->lead = lead, a->group = s->sp->lshare > 1;
     /* shared across layers: where its later layers gather by the leader's one-hot rows
-     * (compose_att.c): per KV head at every step, a fixed budget of every layer */
-    if (a->group && (a->frac || a->every > 1 || a->shared || s->lk))
+     * (compose_att.c): per KV head, the budget of every layer its leader's */
+    if (a->group && (a->shared || s->lk))
         return 0;
     return compose_att_shaped(s->sp) && compose_att_setup(a, T, pre);
 }

@@ -23,8 +23,8 @@
  * too.
  * With `share: layer` one score row per layer (every query head's attention summed), one top-k,
  * its one-hot copied to each KV head's gather. Shared across layers (`share: {layers: N}`, per KV
- * head at every step, a fixed budget), the leader also puts its one-hot rows and ranked
- * scores into state and each later layer gathers its own rows by them (att_follow). */
+ * head), the leader also puts its one-hot rows and ranked scores into state and each later layer
+ * gathers its own rows by them into a selection sized and named as its leader's (att_follow). */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -96,45 +96,59 @@ static double tie_bound(const compose_att *a, uint32_t T)
     return 2 * A * (ldexp(1, -pcheck_frac_bits()) + M * 0x1p-24);
 }
 
-/* A later layer of a group (`share: {layers: N}`, per KV head, a fixed budget: as compose.c
- * att_real admits it): no scores; at the prompt and at each decode step its own rows of the next
+/* A later layer of a group (`share: {layers: N}`, per KV head: as compose.c att_real admits
+ * it): no scores; its carried selection laid out and sized as its leader's (the same budgets,
+ * the same state names), at the prompt and at each selecting step its own rows of the next
  * step's selection gathered by its leader's one-hot rows of the same step (compose_shlay.c), its
- * sinks' and its window's rows copied, into its state "cmp.sel"; a decode step names
- * what that state held as the step began (a copy before the update), with the leader's ranked
- * scores of the step for the ties. */
+ * sinks' and window's rows copied (without a window, the new entry among the candidates); every
+ * N, between selections, the same rows and the new entry's. A decode step names what its state
+ * held as the step began (a copy before the update), with the leader's ranked scores of the step
+ * for the ties. */
 static int att_follow(const compose_att *a, int phase, uint32_t layer, uint32_t T, op_program *prog,
                       const char *name, errbuf *e)
 {
     const policy_env *v = a->env;
-    uint32_t Hkv = v->n_kv_heads, d2 = 2 * v->head_dim, k = a->cur.k, r = a->cur.recent;
-    uint32_t s = a->cur.sinks, m = s + k + r;
+    const compose_att_budget *c = &a->cur, *n = &a->nxt;
+    uint32_t Hkv = v->n_kv_heads, d2 = 2 * v->head_dim;
+    uint32_t s = c->sinks, k = c->k, m = s + k + (T - (a->at - c->recent));
+    uint32_t ns = n->sinks, nk = n->k, nr = n->recent, nm = a->picks ? ns + nk + nr : m + 1;
     int pre = phase == PHASE_PREFILL;
-    uint32_t nc = (pre ? T - r : T + 1 - r) - s; /* the candidates [s, s + nc) */
     opb b;
     opb_init(&b, prog, phase, (int)layer, OPC_POLICY, NULL);
-    uint32_t sel = opb_shared(&b, "cmp.sel", OPT_CACHE, Hkv, m, d2);
+    uint32_t nsel = att_state(&b, a, "cmp.sel", nm, Hkv, nm, d2);
     uint32_t kv = pcheck_input(&b, PCHECK_IN_KV, Hkv, T, d2);
-    uint32_t now = pre ? OP_NONE : opb_rows(&b, sel, Hkv, 0, m, d2, "cmp.sel_now");
-    uint32_t knew = pre ? OP_NONE : pcheck_input(&b, PCHECK_IN_KV_NEW, Hkv, 1, d2), tab = kv;
-    if (!pre && !r) { /* no window: the new entry a candidate, its row after the cached ones */
-        tab = opb_tensor(&b, "cmp.next_tab", OPT_TEMP, Hkv, T + 1, d2);
-        opb_put(&b, kv, tab, Hkv, 0, T, d2);
-        opb_put(&b, knew, tab, Hkv, T, 1, d2);
-    }
-    /* COST: its own candidates' rows gathered by the leader's one-hot rows */
-    uint32_t oh = compose_lead_state(&b, a->lead, "cmp.lead_oh", Hkv, k, nc);
-    uint32_t out = opb_tensor(&b, "cmp.next_gather", OPT_TEMP, Hkv, k, d2);
-    opb_op(&b, OP_GATHER, Hkv, k, nc, d2, oh, opb_rows(&b, tab, Hkv, s, nc, d2, "cmp.next_cand_kv"),
-           OP_NONE, out, OPF_NO_TRUNC, 0, 0);
-    opb_put(&b, out, sel, Hkv, s, k, d2);
-    if (s) /* the sinks' rows (local copies) */
-        opb_put(&b, opb_rows(&b, kv, Hkv, 0, s, d2, "cmp.next_sinks"), sel, Hkv, 0, s, d2);
-    uint32_t w = pre || !r ? r : r - 1; /* the window's cached rows (local copies) */
-    if (w)
-        opb_put(&b, opb_rows(&b, kv, Hkv, T - w, w, d2, "cmp.next_win"), sel, Hkv, s + k, w, d2);
+    uint32_t now = OP_NONE, knew = OP_NONE;
     if (!pre) {
-        if (r) /* the new entry's row ends the window */
-            opb_put(&b, knew, sel, Hkv, m - 1, 1, d2);
+        now =
+            opb_rows(&b, att_state(&b, a, "cmp.sel", m, Hkv, m, d2), Hkv, 0, m, d2, "cmp.sel_now");
+        knew = pcheck_input(&b, PCHECK_IN_KV_NEW, Hkv, 1, d2);
+    }
+    if (a->picks) {
+        uint32_t end = pre ? T : T + 1, nc = end - nr - ns, tab = kv; /* candidates [ns, ·) */
+        if (!pre && !nr) { /* no window: the new entry a candidate, its row after the cached */
+            tab = opb_tensor(&b, "cmp.next_tab", OPT_TEMP, Hkv, T + 1, d2);
+            opb_put(&b, kv, tab, Hkv, 0, T, d2);
+            opb_put(&b, knew, tab, Hkv, T, 1, d2);
+        }
+        /* COST: its own candidates' rows gathered by the leader's one-hot rows */
+        uint32_t oh = compose_lead_state(&b, a->lead, "cmp.lead_oh", Hkv, nk, nc);
+        uint32_t out = opb_tensor(&b, "cmp.next_gather", OPT_TEMP, Hkv, nk, d2);
+        opb_op(&b, OP_GATHER, Hkv, nk, nc, d2, oh,
+               opb_rows(&b, tab, Hkv, ns, nc, d2, "cmp.next_cand_kv"), OP_NONE, out, OPF_NO_TRUNC,
+               0, 0);
+        opb_put(&b, out, nsel, Hkv, ns, nk, d2);
+        if (ns) /* the sinks' rows (local copies) */
+            opb_put(&b, opb_rows(&b, kv, Hkv, 0, ns, d2, "cmp.next_sinks"), nsel, Hkv, 0, ns, d2);
+        uint32_t w = pre || !nr ? nr : nr - 1; /* the window's cached rows (local copies) */
+        if (w)
+            opb_put(&b, opb_rows(&b, kv, Hkv, T - w, w, d2, "cmp.next_win"), nsel, Hkv, ns + nk, w,
+                    d2);
+    } else { /* every N, between selections: the same rows (local) */
+        opb_put(&b, now, nsel, Hkv, 0, m, d2);
+    }
+    if (!pre) {
+        if (!a->picks || nr) /* the new entry's row ends the window, or follows the rows kept */
+            opb_put(&b, knew, nsel, Hkv, nm - 1, 1, d2);
         pcheck_selection(&b, now, m, 0, T,
                          compose_lead_state(&b, a->lead, "cmp.lead_row", Hkv, 1, T),
                          tie_bound(a, T));
