@@ -197,6 +197,23 @@ static const char shf_yaml[] = "name: attshf_t\n"
                                "select: {topk: 6}\n"
                                "kv_budget: {recent: fixed}\n";
 
+/* One selection per layer shared across layers (`heads: layer`): pairs, accumulated; 2 sinks,
+ * the newest row, every 2 steps, groups of 3. */
+static const char shl2_yaml[] = "name: attshl2_t\n"
+                                "summary: one selection per layer, pairs of layers\n"
+                                "recent: 4\n"
+                                "score: attention\n"
+                                "share: {heads: layer, layers: 2}\n"
+                                "select: {topk: 6}\n";
+static const char shl3_yaml[] = "name: attshl3_t\n"
+                                "summary: one selection per layer, every 2 steps, groups of 3\n"
+                                "sinks: 2\n"
+                                "recent: 4\n"
+                                "score: {attention: {accumulate: false}}\n"
+                                "when: {every: 2}\n"
+                                "share: {heads: layer, layers: 3}\n"
+                                "select: {topk: 6}\n";
+
 /* No recent window: the new entry is a candidate of the next step's top-k (accumulated; 2
  * sinks and the newest row; every 3 steps). */
 static const char nowin_yaml[] = "name: attnowin_t\n"
@@ -406,6 +423,8 @@ START_TEST(test_check_att_shared_every)
     check_on("she.yaml", she_yaml, "attshe_t", "");
     check_on("shen.yaml", shen_yaml, "attshen_t", "");
     check_on("shf.yaml", shf_yaml, "attshf_t", "--param kv_budget=0.5");
+    check_on("shl2.yaml", shl2_yaml, "attshl2_t", "");
+    check_on("shl3.yaml", shl3_yaml, "attshl3_t", "");
 }
 END_TEST
 
@@ -415,6 +434,8 @@ START_TEST(test_att_shared_every_shares)
     shares_on(proto[_i], "she.yaml", she_yaml, "attshe_t");
     shares_on(proto[_i], "shen.yaml", shen_yaml, "attshen_t");
     shares_with(proto[_i], "shf.yaml", shf_yaml, "attshf_t", "--policy-param kv_budget=0.5");
+    shares_on(proto[_i], "shl2.yaml", shl2_yaml, "attshl2_t");
+    shares_on(proto[_i], "shl3.yaml", shl3_yaml, "attshl3_t");
 }
 END_TEST
 

@@ -478,11 +478,11 @@ END_TEST
 
 /* Shared across pairs of layers beside 2 sinks (the followers copy their own sinks' rows
  * before the rows their leader's one-hot gathers), without a window (the followers gather the
- * new entry too), every 3 steps and under kv_budget 0.5: the cost path emitted no selection for
- * them before (policy check: cost declared). */
+ * new entry too), every 3 steps, under kv_budget 0.5 and one per layer (`heads: layer`): the
+ * cost path emitted no selection for them before (policy check: cost declared). */
 START_TEST(test_scsec_cost_path_att_shared_sinks)
 {
-    static const char *const yaml[4] = {
+    static const char *const yaml[5] = {
         "name: attshs_s\nsinks: 2\nrecent: 4\nscore: attention\n"
         "share: {heads: kv_head, layers: 2}\nselect: {topk: 6}\n",
         "name: attshnw_s\nscore: attention\n"
@@ -490,10 +490,13 @@ START_TEST(test_scsec_cost_path_att_shared_sinks)
         "name: attshe_s\nsinks: 2\nrecent: 4\nscore: attention\nwhen: {every: 3}\n"
         "share: {heads: kv_head, layers: 2}\nselect: {topk: 6}\n",
         "name: attshf_s\nsinks: 2\nrecent: 4\nscore: {attention: {accumulate: false}}\n"
-        "share: {heads: kv_head, layers: 2}\nselect: {topk: 6}\nkv_budget: {recent: fixed}\n"};
-    const char *file[4] = {"attshs_s.yaml", "attshnw_s.yaml", "attshe_s.yaml", "attshf_s.yaml"};
+        "share: {heads: kv_head, layers: 2}\nselect: {topk: 6}\nkv_budget: {recent: fixed}\n",
+        "name: attshl2_s\nrecent: 4\nscore: attention\n"
+        "share: {heads: layer, layers: 2}\nselect: {topk: 6}\n"};
+    const char *file[5] = {"attshs_s.yaml", "attshnw_s.yaml", "attshe_s.yaml", "attshf_s.yaml",
+                           "attshl2_s.yaml"};
     const char *pn[2] = {"semi2k", "aby3"}, *lay[2] = {"rows", "scores"};
-    for (int c = 0; c < 4; c++) {
+    for (int c = 0; c < 5; c++) {
         const policy_ops *p;
         errbuf e = {{0}};
         ck_assert_msg(policy_compose_load(th_file(&td, file[c], yaml[c]), &p, &e) == MS_OK, "%s",

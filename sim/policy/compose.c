@@ -688,11 +688,9 @@ static int att_real(const cstate *s, uint32_t layer, uint32_t T, int pre, compos
     a->last = s->sp->att_last, a->frac = s->frac > 0, a->every = s->every;
     a->shared = s->sp->share_all;
     a->score = s->score + (size_t)lead * v->n_kv_heads * v->max_len;
+    /* shared across layers: its later layers gather by the leader's one-hot rows, the budget of
+     * every layer its leader's (a pyramid shares no selection: refused at load) */
     a->lead = lead, a->group = s->sp->lshare > 1;
-    /* shared across layers: where its later layers gather by the leader's one-hot rows
-     * (compose_att.c): per KV head, the budget of every layer its leader's */
-    if (a->group && (a->shared || s->lk))
-        return 0;
     return compose_att_shaped(s->sp) && compose_att_setup(a, T, pre);
 }
 
