@@ -356,20 +356,34 @@ END_TEST
  * (compose_shlay.c). 5 layers x 4 KV heads x 8 steps = 160 masks, each equal to its select()
  * over the session's keys (the shared ones included: a follower keeps its leader's positions).
  * Before, the session kept the replay's kept sets with a NOTE ("has no selection on shares"). */
-static const char *const shl_yaml[3] = {
+/* Pages `once` (key norms, 4 sinks and a window of 4, the top page) and every N steps (the
+ * bounds every 2 in groups of 3 beside 4 sinks; key norms every 3 beside a window): a later
+ * layer gathers its own pages by its leader's one-hot rows at the selecting steps and carries
+ * them, as its leader does, to the steps between (before: a NOTE, "cost declared"; and select()
+ * chose a later layer's pages by its own query against its leader's bounds every N steps). */
+#define N_SHL 6
+static const char *const shl_yaml[N_SHL] = {
     "name: shl_tok\nrecent: 4\nscore: key_norm\nshare: {heads: kv_head, layers: 2}\n"
     "select: {topk: 6}\n",
     "name: shl_pg\nsinks: 4\nscore: key_norm\ngranularity: {page: 4}\n"
     "share: {heads: kv_head, layers: 2}\nselect: {topk: 8}\n",
     "name: shl_pb\nsinks: 4\nscore: page_bounds\ngranularity: {page: 4}\n"
+    "share: {heads: kv_head, layers: 2}\nselect: {topk: 8}\n",
+    "name: shl_pgo\nsinks: 4\nrecent: 4\nscore: key_norm\ngranularity: {page: 4}\nwhen: once\n"
+    "share: {heads: kv_head, layers: 2}\nselect: {topk: 4}\n",
+    "name: shl_pbe\nsinks: 4\nscore: page_bounds\ngranularity: {page: 4}\nwhen: {every: 2}\n"
+    "share: {heads: kv_head, layers: 3}\nselect: {topk: 8}\n",
+    "name: shl_pge\nrecent: 4\nscore: key_norm\ngranularity: {page: 4}\nwhen: {every: 3}\n"
     "share: {heads: kv_head, layers: 2}\nselect: {topk: 8}\n"};
-static const char *const shl_file[3] = {"shl_tok.yaml", "shl_pg.yaml", "shl_pb.yaml"};
-static const char *const shl_name[3] = {"shl_tok", "shl_pg", "shl_pb"};
+static const char *const shl_file[N_SHL] = {"shl_tok.yaml", "shl_pg.yaml",  "shl_pb.yaml",
+                                            "shl_pgo.yaml", "shl_pbe.yaml", "shl_pge.yaml"};
+static const char *const shl_name[N_SHL] = {"shl_tok", "shl_pg",  "shl_pb",
+                                            "shl_pgo", "shl_pbe", "shl_pge"};
 
 static void shared_layers_on(const char *proto)
 {
     char out[1 << 14], own[120];
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < N_SHL; i++) {
         char *f = strdup(th_file(&td, shl_file[i], shl_yaml[i]));
         th_cli_expect(out, sizeof out, 0,
                       "bytes and rounds of every op of the 9 steps equal the prediction: yes",
@@ -394,7 +408,7 @@ END_TEST
 START_TEST(test_shared_layers_check)
 {
     char out[1 << 13], want[40];
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < N_SHL; i++) {
         char *f = strdup(th_file(&td, shl_file[i], shl_yaml[i]));
         snprintf(want, sizeof want, "%s: match", shl_name[i]);
         th_cli_expect(out, sizeof out, 0, want, "policy check '%s' --prompt 16", f);

@@ -741,6 +741,21 @@ static const char shlevery_yaml[] = "name: shlevery_blocks\n"
                                     "when: {every: 2}\n"
                                     "share: {heads: kv_head, layers: 2}\n"
                                     "select: {topk: 6}\n";
+static const char shllo_yaml[] = "name: shllo_blocks\n"
+                                 "summary: a window, key norms once, one per layer, per 2 layers\n"
+                                 "recent: 4\n"
+                                 "score: key_norm\n"
+                                 "when: once\n"
+                                 "share: {heads: layer, layers: 2}\n"
+                                 "select: {topk: 6}\n";
+static const char shlle_yaml[] = "name: shlle_blocks\n"
+                                 "summary: sinks, a window, key norms every 2, one per layer\n"
+                                 "sinks: 2\n"
+                                 "recent: 4\n"
+                                 "score: key_norm\n"
+                                 "when: {every: 2}\n"
+                                 "share: {heads: layer, layers: 3}\n"
+                                 "select: {topk: 6}\n";
 static const char shlwv_yaml[] =
     "name: shlwv_blocks\n"
     "summary: window votes once per 2 layers\n"
@@ -918,34 +933,65 @@ START_TEST(test_scsec_knperm_cost_path)
 }
 END_TEST
 
-/* The cost path of a selection shared across layers (shltok_yaml, shlpg_yaml, shlpb_yaml): each
- * decode step's session program (the followers' gathers by their leader's one-hot rows) costs
- * what `mpcsim run` costs, under both layouts. */
+/* Pages shared across layers once (key norms) and every 2 steps (bounds, groups of 3). */
+static const char shlpgo_yaml[] = "name: shlpgo_blocks\n"
+                                  "summary: sinks, a window, key-norm pages once per 2 layers\n"
+                                  "sinks: 4\n"
+                                  "recent: 4\n"
+                                  "score: key_norm\n"
+                                  "granularity: {page: 4}\n"
+                                  "when: once\n"
+                                  "share: {heads: kv_head, layers: 2}\n"
+                                  "select: {topk: 4}\n";
+static const char shlpbe_yaml[] = "name: shlpbe_blocks\n"
+                                  "summary: sinks, page bounds every 2 per 3 layers\n"
+                                  "sinks: 4\n"
+                                  "score: page_bounds\n"
+                                  "granularity: {page: 4}\n"
+                                  "when: {every: 2}\n"
+                                  "share: {heads: kv_head, layers: 3}\n"
+                                  "select: {topk: 8}\n";
+
+/* The cost path of a selection shared across layers (shltok_yaml, shlpg_yaml, shlpb_yaml; pages
+ * once or every N: shlpgo_yaml, shlpbe_yaml): each decode step's session program (the
+ * followers' gathers by their leader's one-hot rows) costs what `mpcsim run` costs, under both
+ * layouts. */
 START_TEST(test_scsec_shared_layers_cost_path)
 {
     load_one("shltok_blocks", "shltok.yaml", shltok_yaml);
     load_one("shlpg_blocks", "shlpg.yaml", shlpg_yaml);
     load_one("shlpb_blocks", "shlpb.yaml", shlpb_yaml);
-    const scase c[3] = {
-        {"shltok_blocks", {NULL}, 0}, {"shlpg_blocks", {NULL}, 0}, {"shlpb_blocks", {NULL}, 0}};
+    load_one("shlpgo_blocks", "shlpgo.yaml", shlpgo_yaml);
+    load_one("shlpbe_blocks", "shlpbe.yaml", shlpbe_yaml);
+    const scase c[5] = {{"shltok_blocks", {NULL}, 0},
+                        {"shlpg_blocks", {NULL}, 0},
+                        {"shlpb_blocks", {NULL}, 0},
+                        {"shlpgo_blocks", {NULL}, 0},
+                        {"shlpbe_blocks", {NULL}, 0}};
     const char *pn[2] = {"semi2k", "aby3"}, *lay[2] = {"rows", "scores"};
-    for (int k = 0; k < 3; k++)
+    for (int k = 0; k < 5; k++)
         for (int i = 0; i < 2; i++)
             for (int j = 0; j < 2; j++)
                 same_as_cost_path(&c[k], pn[i], lay[j]);
 }
 END_TEST
 
-/* Their cost path selecting once or every 2 steps (shlonce_yaml, shlevery_yaml, shlwv_yaml). */
+/* Their cost path selecting once or every 2 steps (shlonce_yaml, shlevery_yaml, shlwv_yaml),
+ * and one per layer (shllo_yaml, shlle_yaml). */
 START_TEST(test_scsec_shared_once_cost_path)
 {
     load_one("shlonce_blocks", "shlonce.yaml", shlonce_yaml);
     load_one("shlevery_blocks", "shlevery.yaml", shlevery_yaml);
     load_one("shlwv_blocks", "shlwv.yaml", shlwv_yaml);
-    const scase c[3] = {
-        {"shlonce_blocks", {NULL}, 0}, {"shlevery_blocks", {NULL}, 0}, {"shlwv_blocks", {NULL}, 0}};
+    load_one("shllo_blocks", "shllo.yaml", shllo_yaml);
+    load_one("shlle_blocks", "shlle.yaml", shlle_yaml);
+    const scase c[5] = {{"shlonce_blocks", {NULL}, 0},
+                        {"shlevery_blocks", {NULL}, 0},
+                        {"shlwv_blocks", {NULL}, 0},
+                        {"shllo_blocks", {NULL}, 0},
+                        {"shlle_blocks", {NULL}, 0}};
     const char *pn[2] = {"semi2k", "aby3"}, *lay[2] = {"rows", "scores"};
-    for (int k = 0; k < 3; k++)
+    for (int k = 0; k < 5; k++)
         for (int i = 0; i < 2; i++)
             for (int j = 0; j < 2; j++)
                 same_as_cost_path(&c[k], pn[i], lay[j]);

@@ -93,6 +93,14 @@ static const char knonce_shl_yaml[] = "name: knonce_shl_t\nrecent: 4\nscore: key
 static const char knevery_shl_yaml[] = "name: knevery_shl_t\nrecent: 4\nscore: key_norm\n"
                                        "when: {every: 2}\nshare: {heads: kv_head, layers: 2}\n"
                                        "select: {topk: 6}\n";
+/* One selection per layer (`heads: layer`) shared across layers, once after the prompt (pairs)
+ * or every 2 steps beside 2 sinks (groups of 3). */
+static const char knlo_shl_yaml[] = "name: knlo_shl_t\nrecent: 4\nscore: key_norm\n"
+                                    "when: once\nshare: {heads: layer, layers: 2}\n"
+                                    "select: {topk: 6}\n";
+static const char knle_shl_yaml[] = "name: knle_shl_t\nsinks: 2\nrecent: 4\nscore: key_norm\n"
+                                    "when: {every: 2}\nshare: {heads: layer, layers: 3}\n"
+                                    "select: {topk: 6}\n";
 static const char wv_shl_yaml[] =
     "name: wv_shl_t\nrecent: 4\n"
     "score: {window_attention: {window: 4, kernel: 3, pooling: maxpool}}\nwhen: once\n"
@@ -244,6 +252,22 @@ START_TEST(test_shared_every_check)
 }
 END_TEST
 
+/* `heads: layer`, once and every 2 steps: replayed with a NOTE before, "cost declared". */
+START_TEST(test_shared_layer_heads)
+{
+    static const char *const proto[] = {"semi2k", "aby3"};
+    kncomp_on(proto[_i], "knlo_shl.yaml", knlo_shl_yaml, "knlo_shl_t");
+    kncomp_on(proto[_i], "knle_shl.yaml", knle_shl_yaml, "knle_shl_t");
+}
+END_TEST
+
+START_TEST(test_shared_layer_heads_check)
+{
+    kncomp_check("knlo_shl.yaml", knlo_shl_yaml, "knlo_shl_t");
+    kncomp_check("knle_shl.yaml", knle_shl_yaml, "knle_shl_t");
+}
+END_TEST
+
 /* SnapKV's maxpool makes exact ties among equal neighbours: a later layer's are its leader's,
  * judged by the leader's votes (equal or ties, 160 in all). */
 START_TEST(test_shared_window_semi2k)
@@ -344,6 +368,7 @@ Suite *secsel_suite(void)
              test_keynorm_everysl_aby3, test_keynorm_everysl_check, test_shared_once_semi2k,
              test_shared_once_aby3, test_shared_once_check, test_shared_every_semi2k,
              test_shared_every_aby3, test_shared_every_check, test_shared_window_semi2k,
-             test_shared_window_aby3, test_shared_window_check);
+             test_shared_window_aby3, test_shared_window_check, test_shared_layer_heads_check);
+    TH_LOOPS(tc, 2, test_shared_layer_heads);
     return s;
 }

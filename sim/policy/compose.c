@@ -500,15 +500,18 @@ static int cs_select(void *st, uint32_t layer, uint32_t pos, const float *q, uin
         memcpy(keep, s->lrow, (size_t)Hkv * pos);
         return MS_OK;
     }
+    int own = lead == layer;
     layer = lead; /* a follower reads its leader's state (its rows: the leader's scores) */
     int now = (pos - P) % s->every == 0 || s->sel_at[layer] == 0; /* a selecting step */
-    if (s->sp->when == W_STEP && !s->sp->permanent && s->qmax && q && now) {
+    if (s->sp->when == W_STEP && !s->sp->permanent && s->qmax && q && now && own) {
         s->qmax[layer] = 0; /* the selecting step's, for the page ops' tolerance */
         for (uint32_t i = 0; i < v->n_heads * v->head_dim; i++)
             s->qmax[layer] = fmaxf(s->qmax[layer], fabsf(q[i]));
     }
     if (s->sp->when == W_STEP && !s->sp->permanent && s->every > 1) {
-        if (now && s->sel_at[layer] != pos + 1) { /* not one adopted here (cs_adopt) */
+        /* the leader selects (a later layer keeps its positions, not its own query's choice
+         * over the leader's scores), unless it adopted a selection here (cs_adopt) */
+        if (now && own && s->sel_at[layer] != pos + 1) {
             select_alive(s, layer, pos, q, 0, Hkv);
             s->sel_at[layer] = pos;
         }
@@ -727,8 +730,7 @@ static int cs_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const u
     int follower = leader(s, layer) != layer; /* it gathers by its leader's selection */
     if (window_real(s))
         return cs_emit_window(s, phase, layer, kv_len, prog, e);
-    if (sp->score == SC_KEYNORM && sp->sel == K_TOPK && s->page == 1 && !sp->permanent &&
-        (sp->lshare <= 1 || !sp->share_all || (sp->when == W_STEP && s->every == 1)))
+    if (sp->score == SC_KEYNORM && sp->sel == K_TOPK && s->page == 1 && !sp->permanent)
         return cs_emit_keynorm(s, phase, layer, kv_len, prog, e);
     if (compose_thr_shaped(sp, s->every, s->frac)) /* a threshold on shares (compose_thr.c) */
         return cs_emit_thr(s, phase, layer, kv_len, prog, e);
@@ -739,9 +741,7 @@ static int cs_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const u
     if (att_real(s, layer, kv_len, phase == PHASE_PREFILL, &att))
         return compose_att_emit(&att, phase, layer, kv_len, prog, s->sl->name, e);
     if ((sp->score == SC_KEYNORM || sp->score == SC_BOUNDS) && sp->sel == K_TOPK &&
-        !sp->permanent && !sp->share_all &&
-        (sp->lshare <= 1 || (sp->when == W_STEP && s->every == 1)) &&
-        compose_pages_real(s, leader(s, layer)))
+        !sp->permanent && !sp->share_all && compose_pages_real(s, leader(s, layer)))
         return compose_emit_pages(s, phase, layer, kv_len, prog, e);
     policy_emitter pe;
     opb_init(&pe, prog, phase, (int)layer, OPC_POLICY, NULL);

@@ -129,9 +129,16 @@ void compose_keynorm_once(opb *b, int phase, uint32_t Hkv, uint32_t d, uint32_t 
 /* The same with one selection per layer (`share: layer`): at the prompt its keys' squared
  * norms into the state "cmp.norm" (Hkv, max_len, 1), one top-k of the candidates' sums over
  * the KV heads and each KV head's rows gathered by it into state; at a decode step those rows
- * named as the selection, ranked by the prompt's summed norms. */
+ * named as the selection, ranked by the prompt's summed norms. lead: the leader of a group also
+ * puts the one-hot rows (as each KV head's) into its state for the later layers.
+ * compose_keynorm_once_follow: a later layer of such a group, its own prompt rows gathered by
+ * them into its state, named at each decode step ranked by its leader's summed norms. */
 void compose_keynorm_once_shared(opb *b, int phase, uint32_t Hkv, uint32_t d, uint32_t max_len,
-                                 uint32_t kv_len, uint32_t c0, uint32_t c1, uint32_t k, double M);
+                                 uint32_t kv_len, uint32_t c0, uint32_t c1, uint32_t k, double M,
+                                 int lead);
+void compose_keynorm_once_follow(opb *b, int phase, uint32_t lead, uint32_t Hkv, uint32_t d,
+                                 uint32_t max_len, uint32_t kv_len, uint32_t c0, uint32_t c1,
+                                 uint32_t k, double M);
 
 /* The tie bound of a selection by key norms of M the largest candidate score (a KV head's, or
  * shared the KV heads' sum of Hkv norms): compose_keynorm.c states its derivation. */

@@ -118,7 +118,8 @@ void compose_keynorm_kept(opb *b, uint32_t nst, uint32_t Hkv, uint32_t d, uint32
 }
 
 void compose_keynorm_once_shared(opb *b, int phase, uint32_t Hkv, uint32_t d, uint32_t max_len,
-                                 uint32_t kv_len, uint32_t c0, uint32_t c1, uint32_t k, double M)
+                                 uint32_t kv_len, uint32_t c0, uint32_t c1, uint32_t k, double M,
+                                 int lead)
 {
     if (phase == PHASE_DECODE) { /* the prompt's norms (state) name the kept rows' scores */
         uint32_t nst = opb_shared(b, "cmp.norm", OPT_CACHE, Hkv, max_len, 1);
@@ -131,6 +132,25 @@ void compose_keynorm_once_shared(opb *b, int phase, uint32_t Hkv, uint32_t d, ui
     uint32_t nst = compose_key_norms(b, Hkv, d, max_len, kv_len, 0);
     uint32_t row, oh, kept = opb_shared(b, "cmp.kept", OPT_CACHE, Hkv, k, 2 * d);
     topk_gather(b, nst, Hkv, d, kv_len, c0, c1, k, 1, kept, &row, &oh);
+    if (lead) /* the one-hot rows the later layers of its group gather by */
+        compose_lead_put(b, oh, OP_NONE, Hkv, k, c1 - c0);
+}
+
+void compose_keynorm_once_follow(opb *b, int phase, uint32_t lead, uint32_t Hkv, uint32_t d,
+                                 uint32_t max_len, uint32_t kv_len, uint32_t c0, uint32_t c1,
+                                 uint32_t k, double M)
+{
+    if (phase == PHASE_DECODE) { /* its rows, ranked by the leader's prompt norms (state) */
+        compose_keynorm_kept(b, compose_lead_norms(b, lead, Hkv, max_len), Hkv, d, kv_len, c0, c1,
+                             k, 1, M);
+        return;
+    }
+    /* COST: its own prompt rows of the candidates gathered by the leader's one-hot rows into
+     * the state its decode steps name */
+    uint32_t nc = c1 - c0, kv = pcheck_input(b, PCHECK_IN_KV, Hkv, kv_len, 2 * d);
+    opb_op(b, OP_GATHER, Hkv, k, nc, 2 * d, compose_lead_state(b, lead, "cmp.lead_oh", Hkv, k, nc),
+           opb_rows(b, kv, Hkv, c0, nc, 2 * d, "cmp.kv_cand"), OP_NONE,
+           opb_shared(b, "cmp.kept", OPT_CACHE, Hkv, k, 2 * d), OPF_NO_TRUNC, 0, 0);
 }
 
 void compose_keynorm_once(opb *b, int phase, uint32_t Hkv, uint32_t d, uint32_t kv_len, uint32_t c0,
@@ -168,8 +188,12 @@ int compose_keynorm_emit(const compose_kn *kn, int phase, uint32_t layer, uint32
         return MS_OK; /* every candidate kept: no selection */
     opb b;
     opb_init(&b, prog, phase, (int)layer, OPC_POLICY, NULL);
-    if (kn->once && kn->shared) {
-        compose_keynorm_once_shared(&b, phase, Hkv, d, v->max_len, kv_len, c0, c1, k, kn->M);
+    if (kn->once && kn->shared && !own) {
+        compose_keynorm_once_follow(&b, phase, kn->lead, Hkv, d, v->max_len, kv_len, c0, c1, k,
+                                    kn->M);
+    } else if (kn->once && kn->shared) {
+        compose_keynorm_once_shared(&b, phase, Hkv, d, v->max_len, kv_len, c0, c1, k, kn->M,
+                                    kn->group);
     } else if (kn->once && !own) {
         /* its own rows by its leader's one-hot rows (compose_shlay.c) */
         compose_follow_once(&b, phase, kn->lead, Hkv, 2 * d, kv_len, c0, c1, k,

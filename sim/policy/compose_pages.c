@@ -15,9 +15,9 @@
  * (under kv_budget the sinks, window and k follow T: sinks cut to a prompt's small budget grow
  * back, possibly off a page boundary). Once or every N steps, a selecting step's pages also go
  * into state (page_select_carry) that the steps between name; once, where the candidate pages
- * end inside the prompt (no padding before a decode step). Shared across layers at every step,
- * the later layers of a group gather their own pages by the first's one-hot rows
- * (compose_page_select). */
+ * end inside the prompt (no padding before a decode step). Shared across layers, the later
+ * layers of a group gather their own pages by the first's one-hot rows (compose_page_select;
+ * once or every N carried as the first's are: page_gather_carry). */
 int compose_pages_real(cstate *s, uint32_t layer)
 {
     uint32_t P = s->env.prompt_len, S = s->page, sinks, recent, k, c0, c1;
@@ -76,9 +76,16 @@ int compose_emit_pages(cstate *s, int phase, uint32_t layer, uint32_t kv_len, op
         if (now && own)
             row = compose_keynorm_pages(&b, nst, Hkv, c0, c1, S);
     }
-    if (now && carry) /* at the prompt the decode steps name it */
-        page_select_carry(&b, "cmp", row, H, Hkv, c0, u1, k, S, d, c1, kv_len, tol, !pre, ml);
-    else if (now)
+    if (now && carry && !own) /* its own pages by its leader's one-hot rows, carried */
+        page_gather_carry(&b, "cmp", compose_lead_state(&b, lead, "cmp.lead_oh", Hkv, k, nu),
+                          compose_lead_state(&b, lead, "cmp.lead_row", Hkv, 1, nu), H, Hkv, c0, u1,
+                          k, S, d, c1, kv_len, tol, !pre, ml);
+    else if (now && carry) { /* at the prompt the decode steps name it */
+        uint32_t oh =
+            page_select_carry(&b, "cmp", row, H, Hkv, c0, u1, k, S, d, c1, kv_len, tol, !pre, ml);
+        if (group)
+            compose_lead_put(&b, oh, row, Hkv, k, nu);
+    } else if (now)
         compose_page_select(&b, lead, group, row, H, Hkv, c0, u1, k, S, d, c1, kv_len, tol);
     else if (sel && !pre)
         page_select_kept(&b, "cmp", H, Hkv, c0, u1, k, S, d, c1, kv_len, tol, ml);

@@ -236,11 +236,18 @@ void page_gather(opb *pe, const char *pfx, uint32_t oh, uint32_t row, uint32_t H
     page_gat(pe, pfx, oh, row, H, Hkv, c0, np, kp, S, d, r1, kv_len, tol, 1, 0);
 }
 
-void page_select_carry(opb *pe, const char *pfx, uint32_t row, uint32_t H, uint32_t Hkv,
-                       uint32_t c0, uint32_t np, uint32_t kp, uint32_t S, uint32_t d, uint32_t r1,
-                       uint32_t kv_len, double tol, int name, uint32_t max_len)
+uint32_t page_select_carry(opb *pe, const char *pfx, uint32_t row, uint32_t H, uint32_t Hkv,
+                           uint32_t c0, uint32_t np, uint32_t kp, uint32_t S, uint32_t d,
+                           uint32_t r1, uint32_t kv_len, double tol, int name, uint32_t max_len)
 {
-    page_sel(pe, pfx, row, H, Hkv, c0, np, kp, S, d, r1, kv_len, tol, name, max_len);
+    return page_sel(pe, pfx, row, H, Hkv, c0, np, kp, S, d, r1, kv_len, tol, name, max_len);
+}
+
+void page_gather_carry(opb *pe, const char *pfx, uint32_t oh, uint32_t row, uint32_t H,
+                       uint32_t Hkv, uint32_t c0, uint32_t np, uint32_t kp, uint32_t S, uint32_t d,
+                       uint32_t r1, uint32_t kv_len, double tol, int name, uint32_t max_len)
+{
+    page_gat(pe, pfx, oh, row, H, Hkv, c0, np, kp, S, d, r1, kv_len, tol, name, max_len);
 }
 
 void page_select_kept(opb *pe, const char *pfx, uint32_t H, uint32_t Hkv, uint32_t c0, uint32_t np,

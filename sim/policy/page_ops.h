@@ -53,10 +53,15 @@ void page_gather(opb *b, const char *pfx, uint32_t oh, uint32_t row, uint32_t H,
 /* The same selection carried for the steps until the next one (`when: once`, every N steps):
  * the gathered rows into the state "<pfx>.kept" (Hkv, kp·S, 2d), their entries' scores into
  * "<pfx>.kept_score" (Hkv, max_len, 1) and their biases into "<pfx>.kept_bias"; named as this
- * step's selection where name (a decode step), not at the prompt. */
-void page_select_carry(opb *b, const char *pfx, uint32_t row, uint32_t H, uint32_t Hkv, uint32_t c0,
-                       uint32_t np, uint32_t kp, uint32_t S, uint32_t d, uint32_t r1,
-                       uint32_t kv_len, double tol, int name, uint32_t max_len);
+ * step's selection where name (a decode step), not at the prompt; returns the one-hot rows.
+ * page_gather_carry: the same after the top-k, by the one-hot rows oh and the scores row of
+ * another layer (a selection shared across layers). */
+uint32_t page_select_carry(opb *b, const char *pfx, uint32_t row, uint32_t H, uint32_t Hkv,
+                           uint32_t c0, uint32_t np, uint32_t kp, uint32_t S, uint32_t d,
+                           uint32_t r1, uint32_t kv_len, double tol, int name, uint32_t max_len);
+void page_gather_carry(opb *b, const char *pfx, uint32_t oh, uint32_t row, uint32_t H,
+                       uint32_t Hkv, uint32_t c0, uint32_t np, uint32_t kp, uint32_t S, uint32_t d,
+                       uint32_t r1, uint32_t kv_len, double tol, int name, uint32_t max_len);
 /* A step between selections: the carried rows named as its selection of the candidates
  * [c0, r1) of the last selecting step (np: their pages' end), with their biases and scores. */
 void page_select_kept(opb *b, const char *pfx, uint32_t H, uint32_t Hkv, uint32_t c0, uint32_t np,
