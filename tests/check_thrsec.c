@@ -68,22 +68,38 @@ static const char thrattl_yaml[] = "name: thrattl_t\nsinks: 2\nrecent: 4\n"
                                    "score: {attention: {accumulate: false}}\n"
                                    "select: {threshold: 0.05}\n";
 
+/* Key norms shared across layers (`share: {layers: N}`): the group's first layer decides, its
+ * decision kept as state, and each later layer names its own candidates' rows with its leader's
+ * norms and decision: tokens at every step beside 2 sinks (pairs), once with one decision per
+ * layer (groups of 3), pages every 2 steps (pairs). */
+static const char thrg_yaml[] = "name: thrg_t\nsinks: 2\nrecent: 4\nscore: key_norm\n"
+                                "share: {heads: kv_head, layers: 2}\nselect: {threshold: 200}\n";
+static const char thrgo_yaml[] = "name: thrgo_t\nrecent: 4\nscore: key_norm\nwhen: once\n"
+                                 "share: {heads: layer, layers: 3}\nselect: {threshold: 800}\n";
+static const char thrgp_yaml[] = "name: thrgp_t\nsinks: 4\nscore: key_norm\n"
+                                 "granularity: {page: 4}\nwhen: {every: 2}\n"
+                                 "share: {heads: kv_head, layers: 2}\nselect: {threshold: 800}\n";
+
 typedef struct shape {
     const char *file, *text, *name;
 } shape;
 
-static const shape shapes[12] = {{"thr.yaml", thr_yaml, "thr_t"},
-                                 {"thrpg.yaml", thrpg_yaml, "thrpg_t"},
-                                 {"thrpb.yaml", thrpb_yaml, "thrpb_t"},
-                                 {"thrsh.yaml", thrsh_yaml, "thrsh_t"},
-                                 {"thrpgsh.yaml", thrpgsh_yaml, "thrpgsh_t"},
-                                 {"thrpbsh.yaml", thrpbsh_yaml, "thrpbsh_t"},
-                                 {"thronce.yaml", thronce_yaml, "thronce_t"},
-                                 {"threv.yaml", threv_yaml, "threv_t"},
-                                 {"thrpgonce.yaml", thrpgonce_yaml, "thrpgonce_t"},
-                                 {"thrpgev.yaml", thrpgev_yaml, "thrpgev_t"},
-                                 {"thratt.yaml", thratt_yaml, "thratt_t"},
-                                 {"thrattl.yaml", thrattl_yaml, "thrattl_t"}};
+#define N_SHAPES 15
+static const shape shapes[N_SHAPES] = {{"thr.yaml", thr_yaml, "thr_t"},
+                                       {"thrpg.yaml", thrpg_yaml, "thrpg_t"},
+                                       {"thrpb.yaml", thrpb_yaml, "thrpb_t"},
+                                       {"thrsh.yaml", thrsh_yaml, "thrsh_t"},
+                                       {"thrpgsh.yaml", thrpgsh_yaml, "thrpgsh_t"},
+                                       {"thrpbsh.yaml", thrpbsh_yaml, "thrpbsh_t"},
+                                       {"thronce.yaml", thronce_yaml, "thronce_t"},
+                                       {"threv.yaml", threv_yaml, "threv_t"},
+                                       {"thrpgonce.yaml", thrpgonce_yaml, "thrpgonce_t"},
+                                       {"thrpgev.yaml", thrpgev_yaml, "thrpgev_t"},
+                                       {"thratt.yaml", thratt_yaml, "thratt_t"},
+                                       {"thrattl.yaml", thrattl_yaml, "thrattl_t"},
+                                       {"thrg.yaml", thrg_yaml, "thrg_t"},
+                                       {"thrgo.yaml", thrgo_yaml, "thrgo_t"},
+                                       {"thrgp.yaml", thrgp_yaml, "thrgp_t"}};
 
 /* On shares: 5 layers x 4 KV heads x 8 decode steps = 160 masks, each equal to select() over
  * the session's values (ties at the threshold within the stated bound), every op as
@@ -168,12 +184,21 @@ START_TEST(test_thr_att_aby3)
 }
 END_TEST
 
+/* Shared across layers (shapes 12 to 14): replayed with a NOTE before, "cost declared". */
+START_TEST(test_thr_groups)
+{
+    static const char *const pn[] = {"semi2k", "aby3"};
+    for (int i = 12; i < N_SHAPES; i++)
+        thr_on(pn[_i], &shapes[i]);
+}
+END_TEST
+
 /* policy check: its ops keep what select() keeps, every one of the 640 masks chosen by them
  * (with 6 sinks the first candidate page holds two of them too). */
 START_TEST(test_thr_check)
 {
     char out[1 << 13], want[80];
-    for (int i = 0; i < 12; i++) {
+    for (int i = 0; i < N_SHAPES; i++) {
         char *yaml = strdup(th_file(&td, shapes[i].file, shapes[i].text));
         snprintf(want, sizeof want, "%s: match", shapes[i].name);
         th_cli_expect(out, sizeof out, 0, want, "policy check '%s' --prompt 16", yaml);
@@ -252,7 +277,7 @@ static void same_as_cost_path(const char *policy, const char *pn)
 START_TEST(test_thr_cost_path)
 {
     const char *pn[2] = {"semi2k", "aby3"};
-    for (int i = 0; i < 12; i++) {
+    for (int i = 0; i < N_SHAPES; i++) {
         load_shape(&shapes[i]);
         for (int j = 0; j < 2; j++)
             same_as_cost_path(shapes[i].name, pn[j]);
@@ -271,5 +296,6 @@ Suite *thrsec_suite(void)
              test_thr_shared_semi2k, test_thr_shared_aby3, test_thr_once_every_semi2k,
              test_thr_once_every_aby3, test_thr_att_semi2k, test_thr_att_aby3, test_thr_check,
              test_thr_opens_nothing, test_thr_cost_path);
+    TH_LOOPS(tc, 2, test_thr_groups);
     return s;
 }

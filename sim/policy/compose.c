@@ -615,11 +615,12 @@ static int knperm_real(const cstate *s, uint32_t layer, uint32_t kv_len, compose
 static int cs_emit_thr(cstate *s, int phase, uint32_t layer, uint32_t kv_len, op_program *prog,
                        errbuf *e)
 {
-    uint32_t sinks, recent, k, Hkv = s->env.n_kv_heads;
-    budget(s, layer, kv_len, &sinks, &recent, &k);
+    uint32_t sinks, recent, k, Hkv = s->env.n_kv_heads, lead = leader(s, layer);
+    budget(s, lead, kv_len, &sinks, &recent, &k);
     compose_thr t = {.env = &s->env, .score = s->sp->score, .shared = s->sp->share_all};
     t.S = s->page, t.max_pages = s->max_pages, t.thr = s->thr, t.once = s->sp->when == W_ONCE;
-    t.norms = s->score ? s->score + (size_t)layer * Hkv * s->env.max_len : NULL;
+    t.lead = lead, t.group = s->sp->lshare > 1;
+    t.norms = s->score ? s->score + (size_t)lead * Hkv * s->env.max_len : NULL;
     t.qmax = s->qmax ? s->qmax[layer] : 0, t.kmax = s->kmax ? s->kmax[layer] : 0;
     t.every = s->every, t.sinks = sinks, t.recent = recent, t.last = s->sp->att_last;
     return compose_thr_emit(&t, phase, layer, kv_len, prog, s->sl->name, e);

@@ -207,6 +207,11 @@ typedef struct compose_thr {
     double thr;
     const float *norms; /* the layer's carried scores, Hkv × max_len (the tie bound) */
     double qmax, kmax;  /* page bounds: the step's largest |query| and |key| element */
+    /* key norms shared across layers (`share: {layers: N}`): the group's first layer, whose
+     * norms and decisions (state) a later layer names its own rows with; group: the first
+     * layer of a group keeps its decisions as state at every step */
+    uint32_t lead;
+    int group;
 } compose_thr;
 int compose_thr_shaped(const cspec *sp, uint32_t every, double frac);
 int compose_thr_emit(const compose_thr *t, int phase, uint32_t layer, uint32_t kv_len,

@@ -17,7 +17,8 @@
 int compose_thr_shaped(const cspec *sp, uint32_t every, double frac)
 {
     int step = sp->when == W_STEP && every <= 1;
-    return sp->sel == K_THRESHOLD && !sp->permanent && sp->lshare <= 1 && !sp->cluster &&
+    return sp->sel == K_THRESHOLD && !sp->permanent && !sp->cluster &&
+           (sp->lshare <= 1 || sp->score == SC_KEYNORM) &&
            ((sp->score == SC_BOUNDS && step) ||
             (sp->score == SC_ATT && step && !sp->share_all && sp->page <= 1) ||
             (sp->score == SC_KEYNORM && (step || sp->when == W_ONCE || frac <= 0)));
@@ -237,16 +238,22 @@ int compose_thr_emit(const compose_thr *t, int phase, uint32_t layer, uint32_t k
         return policy_emit_done(&b, name, e);
     }
     /* COST: the new keys' squares and their sum (a product with public ones: local); once
-     * after the prompt, the prompt's only */
-    uint32_t nst = t->once && !pre ? opb_shared(&b, "cmp.norm", OPT_CACHE, Hkv, v->max_len, 1)
-                                   : compose_key_norms(&b, Hkv, d, v->max_len, pre ? kv_len : 1,
-                                                       pre ? 0 : kv_len);
+     * after the prompt, the prompt's only; a later layer of a group: no norms of its own, its
+     * leader's (state) */
+    int own = t->lead == layer;
+    uint32_t nst = !own              ? compose_lead_norms(&b, t->lead, Hkv, v->max_len)
+                   : t->once && !pre ? opb_shared(&b, "cmp.norm", OPT_CACHE, Hkv, v->max_len, 1)
+                                     : compose_key_norms(&b, Hkv, d, v->max_len, pre ? kv_len : 1,
+                                                         pre ? 0 : kv_len);
     /* the decision of the candidates [c0, c1) of the last selecting step, kept as state (H,
-     * max_len, 1) at their rows for the steps up to the next one (once: every decode step) */
-    int decides = t->once ? pre : !pre && at == kv_len;
-    uint32_t dst =
-        t->once || t->every > 1 ? opb_shared(&b, "cmp.drop", OPT_CACHE, H, v->max_len, 1) : OP_NONE;
-    if (!nu || (pre && !decides))
+     * max_len, 1) at their rows for the steps up to the next one (once: every decode step; the
+     * first layer of a group: at every step, for its later layers too) */
+    int decides = own && (t->once ? pre : !pre && at == kv_len);
+    uint32_t dst = !own ? compose_lead_state(&b, t->lead, "cmp.drop", H, v->max_len, 1)
+                   : t->once || t->every > 1 || t->group
+                       ? opb_shared(&b, "cmp.drop", OPT_CACHE, H, v->max_len, 1)
+                       : OP_NONE;
+    if (!nu || (pre && (!decides || !own)))
         return policy_emit_done(&b, name, e);
     double M = 0; /* the largest candidate score */
     for (uint32_t g = 0; g < Hkv; g++)
