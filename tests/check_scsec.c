@@ -382,6 +382,24 @@ START_TEST(test_scsec_cost_path_blocks)
 }
 END_TEST
 
+/* Each composition yaml[c] (written as file[c]) under its parameter param[c] (NULL: none):
+ * same_as_cost_path in semi2k and aby3 under both layouts. */
+static void composed_cost_paths(int n, const char *const *yaml, const char *const *file,
+                                const char *const *param)
+{
+    const char *pn[2] = {"semi2k", "aby3"}, *lay[2] = {"rows", "scores"};
+    for (int c = 0; c < n; c++) {
+        const policy_ops *p;
+        errbuf e = {{0}};
+        ck_assert_msg(policy_compose_load(th_file(&td, file[c], yaml[c]), &p, &e) == MS_OK, "%s",
+                      e.msg);
+        const scase att = {p->name, {param ? param[c] : NULL}, param && param[c] ? 1 : 0};
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < 2; j++)
+                same_as_cost_path(&att, pn[i], lay[j]);
+    }
+}
+
 /* The attention compositions re-selecting at every step (compose_att.c: the accumulated scores
  * and the newest row, a window of 4 and the top 6; the accumulated ones shared across pairs of
  * layers): the session's program at each decode step costs what the cost path does. */
@@ -396,17 +414,7 @@ START_TEST(test_scsec_cost_path_att)
                                         "share: {heads: kv_head, layers: 2}\n"
                                         "select: {topk: 6}\n"};
     const char *file[3] = {"attacc_s.yaml", "attlast_s.yaml", "attaccshl_s.yaml"};
-    const char *pn[2] = {"semi2k", "aby3"}, *lay[2] = {"rows", "scores"};
-    for (int c = 0; c < 3; c++) {
-        const policy_ops *p;
-        errbuf e = {{0}};
-        ck_assert_msg(policy_compose_load(th_file(&td, file[c], yaml[c]), &p, &e) == MS_OK, "%s",
-                      e.msg);
-        const scase att = {p->name, {NULL}, 0};
-        for (int i = 0; i < 2; i++)
-            for (int j = 0; j < 2; j++)
-                same_as_cost_path(&att, pn[i], lay[j]);
-    }
+    composed_cost_paths(3, yaml, file, NULL);
 }
 END_TEST
 
@@ -436,17 +444,8 @@ START_TEST(test_scsec_cost_path_att_sinks)
                                         "share: layer\nselect: {topk: 6}\n"};
     const char *file[6] = {"attsink_s.yaml",  "attkvb_s.yaml",   "attpyr_s.yaml",
                            "attdense_s.yaml", "attevery_s.yaml", "attshl_s.yaml"};
-    const char *pn[2] = {"semi2k", "aby3"}, *lay[2] = {"rows", "scores"};
-    for (int c = 0; c < 6; c++) {
-        const policy_ops *p;
-        errbuf e = {{0}};
-        ck_assert_msg(policy_compose_load(th_file(&td, file[c], yaml[c]), &p, &e) == MS_OK, "%s",
-                      e.msg);
-        const scase att = {p->name, {c == 1 ? "kv_budget=0.5" : NULL}, c == 1};
-        for (int i = 0; i < 2; i++)
-            for (int j = 0; j < 2; j++)
-                same_as_cost_path(&att, pn[i], lay[j]);
-    }
+    const char *param[6] = {NULL, "kv_budget=0.5", NULL, NULL, NULL, NULL};
+    composed_cost_paths(6, yaml, file, param);
 }
 END_TEST
 
@@ -462,17 +461,7 @@ START_TEST(test_scsec_cost_path_att_nowin)
                                         "name: attnwe_s\nscore: attention\nwhen: {every: 3}\n"
                                         "select: {topk: 8}\n"};
     const char *file[3] = {"attnw_s.yaml", "attnws_s.yaml", "attnwe_s.yaml"};
-    const char *pn[2] = {"semi2k", "aby3"}, *lay[2] = {"rows", "scores"};
-    for (int c = 0; c < 3; c++) {
-        const policy_ops *p;
-        errbuf e = {{0}};
-        ck_assert_msg(policy_compose_load(th_file(&td, file[c], yaml[c]), &p, &e) == MS_OK, "%s",
-                      e.msg);
-        const scase att = {p->name, {NULL}, 0};
-        for (int i = 0; i < 2; i++)
-            for (int j = 0; j < 2; j++)
-                same_as_cost_path(&att, pn[i], lay[j]);
-    }
+    composed_cost_paths(3, yaml, file, NULL);
 }
 END_TEST
 
@@ -495,17 +484,8 @@ START_TEST(test_scsec_cost_path_att_shared_sinks)
         "share: {heads: layer, layers: 2}\nselect: {topk: 6}\n"};
     const char *file[5] = {"attshs_s.yaml", "attshnw_s.yaml", "attshe_s.yaml", "attshf_s.yaml",
                            "attshl2_s.yaml"};
-    const char *pn[2] = {"semi2k", "aby3"}, *lay[2] = {"rows", "scores"};
-    for (int c = 0; c < 5; c++) {
-        const policy_ops *p;
-        errbuf e = {{0}};
-        ck_assert_msg(policy_compose_load(th_file(&td, file[c], yaml[c]), &p, &e) == MS_OK, "%s",
-                      e.msg);
-        const scase att = {p->name, {c == 3 ? "kv_budget=0.5" : NULL}, c == 3};
-        for (int i = 0; i < 2; i++)
-            for (int j = 0; j < 2; j++)
-                same_as_cost_path(&att, pn[i], lay[j]);
-    }
+    const char *param[5] = {NULL, NULL, NULL, "kv_budget=0.5", NULL};
+    composed_cost_paths(5, yaml, file, param);
 }
 END_TEST
 
