@@ -9,6 +9,7 @@
  * session's own values. */
 #include <check.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "harness.h"
@@ -213,6 +214,23 @@ static const char shl3_yaml[] = "name: attshl3_t\n"
                                 "when: {every: 2}\n"
                                 "share: {heads: layer, layers: 3}\n"
                                 "select: {topk: 6}\n";
+
+/* `kv_budget: {recent: rest}`: the window takes what the sinks leave, no top-k at any count;
+ * the kept set is public (the sinks and the window), by attention or by key norms alike. */
+static const char rest_yaml[] = "name: attrest_t\n"
+                                "summary: sinks and the rest of the budget a window\n"
+                                "sinks: 2\n"
+                                "recent: 4\n"
+                                "score: attention\n"
+                                "select: {topk: 6}\n"
+                                "kv_budget: {recent: rest}\n";
+static const char knrest_yaml[] = "name: knrest_t\n"
+                                  "summary: sinks and the rest of the budget a window\n"
+                                  "sinks: 2\n"
+                                  "recent: 4\n"
+                                  "score: key_norm\n"
+                                  "select: {topk: 6}\n"
+                                  "kv_budget: {recent: rest}\n";
 
 /* No recent window: the new entry is a candidate of the next step's top-k (accumulated; 2
  * sinks and the newest row; every 3 steps). */
@@ -439,6 +457,33 @@ START_TEST(test_att_shared_every_shares)
 }
 END_TEST
 
+/* Its decode steps name the sinks' and the window's rows (local copies): `policy check` a match,
+ * and on shares 160 masks equal to the replay's (before: a NOTE for attention; for key norms
+ * the audit failed, "cost declared", its cost path paying for norms it never ranked). */
+START_TEST(test_att_rest_public)
+{
+    static const char *const pn[] = {"semi2k", "aby3"};
+    const char *const yaml[2] = {rest_yaml, knrest_yaml}, *file[2] = {"rest.yaml", "knrest.yaml"};
+    const char *const name[2] = {"attrest_t", "knrest_t"};
+    for (int i = 0; i < 2; i++) {
+        char out[1 << 14], want[80];
+        char *f = strdup(th_file(&td, file[i], yaml[i]));
+        snprintf(want, sizeof want, "%s: match", name[i]);
+        th_cli_expect(out, sizeof out, 0, want, "policy check '%s' --param kv_budget=0.5", f);
+        ck_assert_uint_eq(th_chosen(out), 5 * 4 * 32);
+        th_cli_expect(out, sizeof out, 0,
+                      "bytes and rounds of every op of the 9 steps equal the prediction: yes",
+                      "validate --model stories260K -p %s --accuracy 24 --prompt 16 --policy '%s' "
+                      "--policy-param kv_budget=0.5",
+                      pn[_i], f);
+        ck_assert_msg(!strstr(out, "NOTE") && !strstr(out, "audit failed"), "%s", out);
+        ck_assert_msg(strstr(out, "equal to the plaintext replay's (float model): yes (160 equal"),
+                      "%s", out);
+        free(f);
+    }
+}
+END_TEST
+
 START_TEST(test_check_att_nowin)
 {
     check_on("nowin.yaml", nowin_yaml, "attnowin_t", "");
@@ -470,6 +515,7 @@ Suite *attcomp_suite(void)
              test_att_share_layer_shares, test_check_att_shared_layers,
              test_att_shared_layers_shares, test_check_att_nowin, test_check_att_nowin_every);
     TH_LOOPS(tc, 2, test_att_nowin_shares);
+    TH_LOOPS(tc, 2, test_att_rest_public);
     TH_TESTS(tc, test_check_att_shared_sinks);
     TH_LOOPS(tc, 2, test_att_shared_sinks_shares);
     TH_TESTS(tc, test_check_att_shared_every);

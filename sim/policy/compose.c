@@ -719,6 +719,46 @@ static int cs_adopt(void *st, uint32_t layer, uint32_t pos, uint32_t stage, cons
     return MS_OK;
 }
 
+/* A layer re-selecting tokens at every step whose budget leaves no top-k at any cached count
+ * from the prompt on (`kv_budget: {recent: rest}`): its kept set is the sinks and the window,
+ * public positions. */
+static int public_layer(const cstate *s, uint32_t layer)
+{
+    const cspec *sp = s->sp;
+    if (sp->sel != K_TOPK || sp->permanent || sp->when != W_STEP || s->every != 1 || s->page != 1)
+        return 0;
+    uint32_t sinks, recent, k;
+    for (uint32_t T = s->env.prompt_len; T <= s->env.max_len; T++) {
+        budget(s, leader(s, layer), T, &sinks, &recent, &k);
+        if (k)
+            return 0;
+    }
+    return 1;
+}
+
+/* Its decode step's selection: the sinks' and the window's cached rows (local copies), named as
+ * the kept entries of the cache, nothing ranked. */
+static int emit_public(const cstate *s, uint32_t layer, uint32_t T, op_program *prog, errbuf *e)
+{
+    uint32_t Hkv = s->env.n_kv_heads, d2 = 2 * s->env.head_dim, sinks, recent, k, c0, c1;
+    budget(s, leader(s, layer), T, &sinks, &recent, &k);
+    cand_range(T, sinks, recent, &c0, &c1);
+    uint32_t m = c0 + (T - c1);
+    opb b;
+    opb_init(&b, prog, PHASE_DECODE, (int)layer, OPC_POLICY, NULL);
+    uint32_t kv = pcheck_input(&b, PCHECK_IN_KV, Hkv, T, d2);
+    if (c1 > c0) { /* entries dropped: the rest named */
+        uint32_t sel = opb_tensor(&b, "cmp.public", OPT_TEMP, Hkv, m, d2);
+        if (c0)
+            opb_put(&b, opb_rows(&b, kv, Hkv, 0, c0, d2, "cmp.public_sinks"), sel, Hkv, 0, c0, d2);
+        if (T > c1)
+            opb_put(&b, opb_rows(&b, kv, Hkv, c1, T - c1, d2, "cmp.public_win"), sel, Hkv, c0,
+                    T - c1, d2);
+        pcheck_selection(&b, sel, m, 0, T, OP_NONE, 0);
+    }
+    return policy_emit_done(&b, s->sl->name, e);
+}
+
 static int cs_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const uint32_t *kept,
                    op_program *prog, errbuf *e)
 {
@@ -729,6 +769,8 @@ static int cs_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const u
     if (layer < s->dense || sp->sel == K_NONE)
         return MS_OK;
     int follower = leader(s, layer) != layer; /* it gathers by its leader's selection */
+    if (public_layer(s, layer))               /* no top-k: the sinks and the window, public */
+        return phase == PHASE_DECODE ? emit_public(s, layer, kv_len, prog, e) : MS_OK;
     if (window_real(s))
         return cs_emit_window(s, phase, layer, kv_len, prog, e);
     if (sp->score == SC_KEYNORM && sp->sel == K_TOPK && s->page == 1 && !sp->permanent)
