@@ -621,7 +621,7 @@ static int cs_emit_thr(cstate *s, int phase, uint32_t layer, uint32_t kv_len, op
     t.S = s->page, t.max_pages = s->max_pages, t.thr = s->thr, t.once = s->sp->when == W_ONCE;
     t.lead = lead, t.group = s->sp->lshare > 1;
     t.norms = s->score ? s->score + (size_t)lead * Hkv * s->env.max_len : NULL;
-    t.qmax = s->qmax ? s->qmax[layer] : 0, t.kmax = s->kmax ? s->kmax[layer] : 0;
+    t.qmax = s->qmax ? s->qmax[lead] : 0, t.kmax = s->kmax ? s->kmax[lead] : 0;
     t.every = s->every, t.sinks = sinks, t.recent = recent, t.last = s->sp->att_last;
     return compose_thr_emit(&t, phase, layer, kv_len, prog, s->sl->name, e);
 }

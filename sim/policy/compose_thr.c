@@ -18,7 +18,7 @@ int compose_thr_shaped(const cspec *sp, uint32_t every, double frac)
 {
     int step = sp->when == W_STEP && every <= 1;
     return sp->sel == K_THRESHOLD && !sp->permanent && !sp->cluster &&
-           (sp->lshare <= 1 || sp->score == SC_KEYNORM) &&
+           (sp->lshare <= 1 || sp->score == SC_KEYNORM || sp->score == SC_BOUNDS) &&
            ((sp->score == SC_BOUNDS && step) ||
             (sp->score == SC_ATT && step && !sp->share_all && sp->page <= 1) ||
             (sp->score == SC_KEYNORM && (step || sp->when == W_ONCE || frac <= 0)));
@@ -221,17 +221,30 @@ int compose_thr_emit(const compose_thr *t, int phase, uint32_t layer, uint32_t k
     opb b;
     opb_init(&b, prog, phase, (int)layer, OPC_POLICY, NULL);
     if (t->score == SC_BOUNDS) {
+        /* page_bounds_tol: twice one score's error (two pages swapped) */
+        double tol =
+            page_bounds_tol(t->qmax, t->kmax, d, t->shared ? H : H / Hkv, pcheck_frac_bits());
+        if (t->lead != layer) { /* a later layer of a group: its rows, its leader's decision */
+            if (!pre && nu)
+                thr_name(&b, compose_lead_state(&b, t->lead, "cmp.lead_row", B, 1, nu),
+                         compose_lead_state(&b, t->lead, "cmp.lead_bias", H, c1 - c0, 1), B, Hkv, d,
+                         c0, c1, S, kv_len, t->thr, tol / 2 + u);
+            return policy_emit_done(&b, name, e);
+        }
         uint32_t bst = page_bounds_state(&b, "cmp", Hkv, t->max_pages, d);
         if (pre) {
             page_bounds_prompt(&b, "cmp", bst, Hkv, kv_len, S, d);
         } else {
-            if (nu) { /* page_bounds_tol: twice one score's error (two pages swapped) */
+            if (nu) {
                 uint32_t row = page_bounds_score(&b, "cmp", bst, H, Hkv, u0, nu, d);
-                double tol = page_bounds_tol(t->qmax, t->kmax, d, t->shared ? H : H / Hkv,
-                                             pcheck_frac_bits());
                 row = t->shared ? sum_heads(&b, row, Hkv, nu) : row;
-                thr_name(&b, row, thr_bias(&b, row, B, H, c0, c1, S, t->thr), B, Hkv, d, c0, c1, S,
-                         kv_len, t->thr, tol / 2 + u);
+                uint32_t bias = thr_bias(&b, row, B, H, c0, c1, S, t->thr);
+                if (t->group) { /* the scores and decision its later layers name (views) */
+                    compose_lead_put(&b, OP_NONE, row, B, 0, nu);
+                    opb_op(&b, OP_VIEW, H, c1 - c0, 0, 1, bias, OP_NONE, OP_NONE,
+                           compose_lead_state(&b, layer, "cmp.lead_bias", H, c1 - c0, 1), 0, 0, 0);
+                }
+                thr_name(&b, row, bias, B, Hkv, d, c0, c1, S, kv_len, t->thr, tol / 2 + u);
             }
             page_bounds_upkeep(&b, "cmp", bst, Hkv, kv_len, S, d, t->max_pages);
         }
