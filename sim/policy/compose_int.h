@@ -207,9 +207,9 @@ typedef struct compose_thr {
     double thr;
     const float *norms; /* the layer's carried scores, Hkv × max_len (the tie bound) */
     double qmax, kmax;  /* page bounds: the step's largest |query| and |key| element */
-    /* key norms shared across layers (`share: {layers: N}`): the group's first layer, whose
-     * norms and decisions (state) a later layer names its own rows with; group: the first
-     * layer of a group keeps its decisions as state at every step */
+    /* key norms or page bounds shared across layers (`share: {layers: N}`): the group's first
+     * layer, whose norms (or units' scores) and decisions (state) a later layer names its own
+     * rows with; group: the first layer of a group keeps them as state at every step */
     uint32_t lead;
     int group;
 } compose_thr;
