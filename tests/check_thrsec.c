@@ -89,11 +89,39 @@ static const char thrgbl_yaml[] = "name: thrgbl_t\nsinks: 4\nscore: page_bounds\
                                   "granularity: {page: 4}\nshare: {heads: layer, layers: 3}\n"
                                   "select: {threshold: 8}\n";
 
+/* Attention beyond every step per KV head: one selection per layer (`share: layer`: every head's
+ * row summed, or the newest row's mean against the threshold), once after the prompt (decided
+ * from the prompt's attention, per KV head; the newest row's shared by pairs of layers), every N
+ * steps (the decision made at the step before each selecting one, the steps between naming it
+ * and the scores it was made from), and shared across layers at every step (pairs) and every 2
+ * steps (one per layer, groups of 3): the group's first layer decides, its later layers name
+ * their own cached rows with its biases. */
+static const char thras_yaml[] = "name: thras_t\nrecent: 4\nscore: attention\nshare: layer\n"
+                                 "select: {threshold: 4.0}\n";
+static const char thrasl_yaml[] = "name: thrasl_t\nrecent: 4\nshare: layer\n"
+                                  "score: {attention: {accumulate: false}}\n"
+                                  "select: {threshold: 0.05}\n";
+static const char thrao_yaml[] = "name: thrao_t\nrecent: 4\nscore: attention\nwhen: once\n"
+                                 "select: {threshold: 1.0}\n";
+static const char thraol_yaml[] = "name: thraol_t\nsinks: 2\nrecent: 4\nwhen: once\n"
+                                  "score: {attention: {accumulate: false}}\n"
+                                  "share: {heads: layer, layers: 2}\n"
+                                  "select: {threshold: 0.05}\n";
+static const char thrae_yaml[] = "name: thrae_t\nsinks: 2\nrecent: 4\nscore: attention\n"
+                                 "when: {every: 3}\nselect: {threshold: 1.0}\n";
+static const char thrag_yaml[] = "name: thrag_t\nsinks: 2\nrecent: 4\nscore: attention\n"
+                                 "share: {heads: kv_head, layers: 2}\n"
+                                 "select: {threshold: 1.0}\n";
+static const char thraeg_yaml[] = "name: thraeg_t\nrecent: 4\nscore: attention\n"
+                                  "when: {every: 2}\nshare: {heads: layer, layers: 3}\n"
+                                  "select: {threshold: 4.0}\n";
+
 typedef struct shape {
     const char *file, *text, *name;
 } shape;
 
-#define N_SHAPES 17
+#define N_SHAPES 24
+#define ATT_FROM 17 /* the attention shapes beyond every step per KV head */
 static const shape shapes[N_SHAPES] = {{"thr.yaml", thr_yaml, "thr_t"},
                                        {"thrpg.yaml", thrpg_yaml, "thrpg_t"},
                                        {"thrpb.yaml", thrpb_yaml, "thrpb_t"},
@@ -110,7 +138,14 @@ static const shape shapes[N_SHAPES] = {{"thr.yaml", thr_yaml, "thr_t"},
                                        {"thrgo.yaml", thrgo_yaml, "thrgo_t"},
                                        {"thrgp.yaml", thrgp_yaml, "thrgp_t"},
                                        {"thrgb.yaml", thrgb_yaml, "thrgb_t"},
-                                       {"thrgbl.yaml", thrgbl_yaml, "thrgbl_t"}};
+                                       {"thrgbl.yaml", thrgbl_yaml, "thrgbl_t"},
+                                       {"thras.yaml", thras_yaml, "thras_t"},
+                                       {"thrasl.yaml", thrasl_yaml, "thrasl_t"},
+                                       {"thrao.yaml", thrao_yaml, "thrao_t"},
+                                       {"thraol.yaml", thraol_yaml, "thraol_t"},
+                                       {"thrae.yaml", thrae_yaml, "thrae_t"},
+                                       {"thrag.yaml", thrag_yaml, "thrag_t"},
+                                       {"thraeg.yaml", thraeg_yaml, "thraeg_t"}};
 
 /* On shares: 5 layers x 4 KV heads x 8 decode steps = 160 masks, each equal to select() over
  * the session's values (ties at the threshold within the stated bound), every op as
@@ -199,7 +234,17 @@ END_TEST
 START_TEST(test_thr_groups)
 {
     static const char *const pn[] = {"semi2k", "aby3"};
-    for (int i = 12; i < N_SHAPES; i++)
+    for (int i = 12; i < ATT_FROM; i++)
+        thr_on(pn[_i], &shapes[i]);
+}
+END_TEST
+
+/* Attention shared per layer, once, every N or across layers (shapes 17 to 23): replayed with a
+ * NOTE before, "cost declared". */
+START_TEST(test_thr_att_more)
+{
+    static const char *const pn[] = {"semi2k", "aby3"};
+    for (int i = ATT_FROM; i < N_SHAPES; i++)
         thr_on(pn[_i], &shapes[i]);
 }
 END_TEST
@@ -277,6 +322,60 @@ START_TEST(test_thr_opens_nothing)
 }
 END_TEST
 
+/* The attention shapes' ops open nothing either, at the step that decides (a prompt of 16, 8
+ * query heads on 4 KV heads): one comparison per candidate and selection (a window of 4, beside
+ * 2 sinks or not: 29 or 27 candidates of 33 entries, 28 or 30 of 34, 12 or 10 of the prompt;
+ * per KV head or one per layer), none at a step between selections or in a later layer of a
+ * group; a decode step names every cached row (once: the prompt's candidates, the rest
+ * public), biased by the decision. */
+START_TEST(test_thr_att_opens_nothing)
+{
+    static const struct {
+        int shape, phase;
+        uint32_t layer, kv, lt, sel;
+    } c[] = {{17, PHASE_DECODE, 0, 32, 29, 32},  {18, PHASE_DECODE, 0, 32, 29, 32},
+             {19, PHASE_PREFILL, 0, 16, 48, 0},  {19, PHASE_DECODE, 0, 32, 0, 12},
+             {20, PHASE_PREFILL, 0, 16, 10, 0},  {20, PHASE_DECODE, 1, 32, 0, 10},
+             {21, PHASE_DECODE, 0, 33, 112, 33}, {21, PHASE_DECODE, 0, 32, 0, 32},
+             {22, PHASE_DECODE, 0, 32, 108, 32}, {22, PHASE_DECODE, 1, 32, 0, 32},
+             {23, PHASE_DECODE, 0, 33, 30, 33},  {23, PHASE_DECODE, 1, 33, 0, 33}};
+    for (size_t i = 0; i < sizeof c / sizeof *c; i++) {
+        const policy_ops *p = load_shape(&shapes[c[i].shape]);
+        policy_env env = {.n_layers = 2,
+                          .n_heads = 8,
+                          .n_kv_heads = 4,
+                          .head_dim = 8,
+                          .prompt_len = 16,
+                          .max_len = 48};
+        polfix_inst x;
+        polfix_open(&x, p, "", &env);
+        errbuf e = {{0}};
+        op_program prg;
+        op_program_init(&prg);
+        pcheck_decl io;
+        uint32_t kept[4] = {c[i].kv, c[i].kv, c[i].kv, c[i].kv};
+        ck_assert_msg(pcheck_emit(p, x.st, c[i].phase, c[i].layer, c[i].kv, kept, &prg, &io, &e) ==
+                          MS_OK,
+                      "%s", e.msg);
+        size_t lt = 0, reveal = 0;
+        for (size_t j = 0; j < prg.n_ops; j++) {
+            const op *o = &prg.ops[j];
+            reveal += o->kind == OP_REVEAL;
+            lt += o->kind == OP_LT ? (size_t)o->batch * o->m * o->n : 0;
+        }
+        ck_assert_uint_eq(reveal, 0);
+        ck_assert_msg(lt == c[i].lt, "case %zu (%s): %zu comparisons, %u expected", i,
+                      shapes[c[i].shape].name, lt, c[i].lt);
+        if (c[i].phase == PHASE_DECODE) {
+            ck_assert_msg(io.has_sel && io.has_bias && io.has_thr, "case %zu", i);
+            ck_assert_uint_eq(io.sel_m, c[i].sel);
+        }
+        op_program_free(&prg);
+        p->fini(x.st);
+    }
+}
+END_TEST
+
 /* `mpcsim run`'s cost path (the replay's emit_cost at its kept counts, the lowering attending
  * the rows the composition's attend hook states) costs each decode step as the session's
  * program (fixture_same_as_cost_path): every candidate attended, the comparisons its ops. */
@@ -308,8 +407,9 @@ Suite *thrsec_suite(void)
              test_thr_pages_aby3, test_thr_bounds_semi2k, test_thr_bounds_aby3,
              test_thr_shared_semi2k, test_thr_shared_aby3, test_thr_once_every_semi2k,
              test_thr_once_every_aby3, test_thr_att_semi2k, test_thr_att_aby3, test_thr_check,
-             test_thr_opens_nothing);
+             test_thr_opens_nothing, test_thr_att_opens_nothing);
     TH_LOOPS(tc, 2, test_thr_cost_path);
     TH_LOOPS(tc, 2, test_thr_groups);
+    TH_LOOPS(tc, 2, test_thr_att_more);
     return s;
 }

@@ -392,7 +392,10 @@ static unsigned cs_needs(void *st, uint32_t pos)
     cstate *s = st;
     uint32_t P = s->env.prompt_len;
     switch (s->sp->score) {
-    case SC_ATT: return !s->sp->att_last || pos + 1 >= P ? POLICY_NEED_ATT : 0;
+    case SC_ATT: /* once after the prompt: the prompt's only */
+        return (!s->sp->att_last || pos + 1 >= P) && (s->sp->when != W_ONCE || pos < P)
+                   ? POLICY_NEED_ATT
+                   : 0;
     case SC_WINDOW: return pos < P && pos + s->window >= P ? POLICY_NEED_ATT : 0;
     case SC_KEYNORM: return POLICY_NEED_K;
     case SC_BOUNDS: /* the query of a selecting step (every N: its first and each N-th) */

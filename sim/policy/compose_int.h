@@ -190,12 +190,12 @@ double compose_keynorm_page_tol(uint32_t d, uint32_t S, double M);
 
 /* A threshold (`select: {threshold: X}`) on key norms of tokens or pages (at every decode step,
  * once after the prompt, or every N steps), or on page bounds (at every step), per KV head or
- * (`share: layer`) per layer, or on attention (at every step, per KV head, tokens), on real
- * operands (compose_thr.c): the scores compared with the public threshold on shares, every
- * candidate's row attended, a dropped one's attention score biased out (no kept count opened).
- * compose_thr_shaped: its blocks, with `every` N and the kv_budget fraction frac (every N > 1: frac
- * 0, the candidates not moving with the cached count); compose_thr_emit: the ops of a layer and
- * phase at kv_len cached entries. */
+ * (`share: layer`) per layer, or on attention of tokens (at every step, once or every N, per KV
+ * head or per layer), shared across layers or not, on real operands (compose_thr.c): the scores
+ * compared with the public threshold on shares, every candidate's row attended, a dropped one's
+ * attention score biased out (no kept count opened). compose_thr_shaped: its blocks, with `every` N
+ * and the kv_budget fraction frac (every N > 1: frac 0, the candidates not moving with the cached
+ * count); compose_thr_emit: the ops of a layer and phase at kv_len cached entries. */
 typedef struct compose_thr {
     const policy_env *env;
     int score;                     /* SC_KEYNORM, SC_BOUNDS or SC_ATT */
@@ -207,9 +207,9 @@ typedef struct compose_thr {
     double thr;
     const float *norms; /* the layer's carried scores, Hkv × max_len (the tie bound) */
     double qmax, kmax;  /* page bounds: the step's largest |query| and |key| element */
-    /* key norms or page bounds shared across layers (`share: {layers: N}`): the group's first
-     * layer, whose norms (or units' scores) and decisions (state) a later layer names its own
-     * rows with; group: the first layer of a group keeps them as state at every step */
+    /* a selection shared across layers (`share: {layers: N}`): the group's first layer, whose
+     * norms (or units' scores, or attention scores) and decisions (state) a later layer names
+     * its own rows with; group: the first layer of a group keeps them as state at every step */
     uint32_t lead;
     int group;
 } compose_thr;

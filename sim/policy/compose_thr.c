@@ -1,12 +1,12 @@
 /* compose_thr.c — a composition's threshold selection (`select: {threshold: X}`) on real operands,
  * the ops `policy check` runs and the secure session executes on shares (secpol_emit.c): key
  * norms per token or summed per page (at every decode step, once after the prompt, or every N
- * steps), the query against page bounds (at every step), per KV head or per layer, or attention
- * (at every step, per KV head), compared with the public threshold obliviously. The kept count is
- * not opened: every candidate's [K | V] row stays in the step's attention, and a dropped one's
- * attention score is biased by −PCHECK_PAD_BIAS before the softmax (pcheck_selection_bias), as
- * quest's padding rows are — nothing of the scores is revealed, and no attention is saved
- * (POLICIES.md "A threshold on shares"). */
+ * steps), the query against page bounds (at every step), or attention (at every step, once or
+ * every N), per KV head or per layer, shared across layers or not, compared with the public
+ * threshold obliviously. The kept count is not opened: every candidate's [K | V] row stays in
+ * the step's attention, and a dropped one's attention score is biased by −PCHECK_PAD_BIAS before
+ * the softmax (pcheck_selection_bias), as quest's padding rows are — nothing of the scores is
+ * revealed, and no attention is saved (POLICIES.md "A threshold on shares"). */
 #include "compose_int.h"
 #include "page_ops.h"
 #include "pcheck.h"
@@ -16,11 +16,10 @@
 
 int compose_thr_shaped(const cspec *sp, uint32_t every, double frac)
 {
-    int step = sp->when == W_STEP && every <= 1;
+    int step = sp->when == W_STEP && every <= 1, fixed = sp->when == W_STEP && frac <= 0;
     return sp->sel == K_THRESHOLD && !sp->permanent && !sp->cluster &&
-           (sp->lshare <= 1 || sp->score == SC_KEYNORM || sp->score == SC_BOUNDS) &&
            ((sp->score == SC_BOUNDS && step) ||
-            (sp->score == SC_ATT && step && !sp->share_all && sp->page <= 1) ||
+            (sp->score == SC_ATT && sp->page <= 1 && (step || sp->when == W_ONCE || fixed)) ||
             (sp->score == SC_KEYNORM && (step || sp->when == W_ONCE || frac <= 0)));
 }
 
@@ -103,17 +102,62 @@ static double keynorm_err(uint32_t d, uint32_t S, double M, double u)
     return S * (((d + M) / 2 + 2 * d) * u + M * (S + 1) * 0x1p-24);
 }
 
+/* The candidates [*c0, *c1) of the selection the step at T cached entries uses: its own, or every
+ * N steps the last selecting step's (the prompt's end or a decode step N apart from it), whose
+ * position it returns. */
+static uint32_t att_cand(const compose_thr *t, uint32_t T, uint32_t *c0, uint32_t *c1)
+{
+    uint32_t P = t->env->prompt_len, at = T - (T - P) % (t->every ? t->every : 1);
+    *c0 = t->sinks < at ? t->sinks : at;
+    *c1 = at - (t->recent < at ? t->recent : at);
+    *c1 = *c1 < *c0 ? *c0 : *c1;
+    return at;
+}
+
+/* The threshold an attention score is compared with on shares: select()'s, or shared per layer
+ * over the newest row its H heads' sum against H times it (select() ranks their mean). */
+static double att_thr(const compose_thr *t)
+{
+    return t->shared && t->last ? t->thr * t->env->n_heads : t->thr;
+}
+
+/* The error bound of an attention score (the sum of A fixed-point probabilities, each within 2⁻ᶠ
+ * of its float, against select()'s float sum of A terms) and the threshold's fixed point within
+ * 2⁻ᶠ: the float sum's error at most A·M·2⁻²⁴, M the largest candidate score of the layer's
+ * carried ones up to upto, or over the newest row A (each term at most 1: a row carried since
+ * may be smaller than the one decided on). */
+static double att_tol(const compose_thr *t, uint32_t w, uint32_t upto)
+{
+    const policy_env *v = t->env;
+    double M = 0, u = ldexp(1, -pcheck_frac_bits());
+    double A = (double)(t->shared ? v->n_heads : v->n_heads / v->n_kv_heads) * w;
+    for (uint32_t g = 0; !t->last && g < v->n_kv_heads; g++)
+        for (uint32_t j = 0; j < upto; j++)
+            M = fmax(M, t->norms[(size_t)g * v->max_len + j]);
+    M = t->last ? A : M;
+    return A * (u + M * 0x1p-24) + u;
+}
+
+/* The scores row (B, nu) of the candidates [c0, c1) of sc (B, ·, 1) as per-KV-head tie scores:
+ * each selection's repeated for the KV heads it selects for (local). */
+static uint32_t per_head(opb *b, uint32_t x, uint32_t B, uint32_t Hkv, uint32_t n, const char *nm)
+{
+    return Hkv > B ? opb_repeat(b, x, B, n, Hkv / B, nm) : x;
+}
+
 /* The decision for the step at T cached entries (attention scores): the state "cmp.rows_<T>"
  * (Hkv, T, 2d), the cached rows it attends, rows (Hkv, T, 2d) from r0 of tab, the new entry's
- * row (or OP_NONE) behind them; the state "cmp.bias_<T>" (H, T, 1), the candidates' biases
- * from the scores sc (Hkv, max_len, 1) against thr, 0 for the sinks and the window. */
+ * row (or OP_NONE) behind them; the state "cmp.bias_<T>" (H, T, 1), the candidates' biases, 0
+ * for the sinks, the window and (every N) the entries cached since the last selecting step.
+ * A selecting step's from the scores sc (B, max_len, 1) against the threshold (every N: also
+ * kept as the state "cmp.drop" (H, max_len, 1) for the steps until the next); another step's
+ * the last selecting step's. */
 static void att_next(opb *b, const compose_thr *t, uint32_t sc, uint32_t tab, uint32_t nrow,
                      uint32_t T)
 {
     uint32_t H = t->env->n_heads, Hkv = t->env->n_kv_heads, d2 = 2 * t->env->head_dim;
-    uint32_t c0 = t->sinks < T ? t->sinks : T, c1 = T - (t->recent < T ? t->recent : T);
+    uint32_t B = t->shared ? 1 : Hkv, c0, c1, at = att_cand(t, T, &c0, &c1);
     char nm[48];
-    c1 = c1 < c0 ? c0 : c1;
     snprintf(nm, sizeof nm, "cmp.rows_%u", T);
     uint32_t rows = opb_shared(b, nm, OPT_CACHE, Hkv, T, d2);
     opb_put(b, tab, rows, Hkv, 0, nrow == OP_NONE ? T : T - 1, d2);
@@ -121,16 +165,24 @@ static void att_next(opb *b, const compose_thr *t, uint32_t sc, uint32_t tab, ui
         opb_put(b, nrow, rows, Hkv, T - 1, 1, d2);
     if (c1 == c0)
         return; /* no candidates: nothing biased */
-    uint32_t row = opb_transpose(b, opb_rows(b, sc, Hkv, c0, c1 - c0, 1, "cmp.next_cand"), Hkv,
-                                 c1 - c0, 1, "cmp.next_row");
-    uint32_t bias = thr_bias(b, row, Hkv, H, c0, c1, 1, t->thr);
+    uint32_t col;
+    if (at == T) {
+        uint32_t row = opb_transpose(b, opb_rows(b, sc, B, c0, c1 - c0, 1, "cmp.next_cand"), B,
+                                     c1 - c0, 1, "cmp.next_row");
+        uint32_t bias = thr_bias(b, row, B, H, c0, c1, 1, att_thr(t));
+        col = opb_op(b, OP_VIEW, H, c1 - c0, 0, 1, bias, OP_NONE, OP_NONE,
+                     opb_tensor(b, "cmp.bias_col", OPT_TEMP, H, c1 - c0, 1), 0, 0, 0);
+        if (t->every > 1) /* the steps until the next selection name it too */
+            opb_put(b, col, opb_shared(b, "cmp.drop", OPT_CACHE, H, t->env->max_len, 1), H, c0,
+                    c1 - c0, 1);
+    } else {
+        col = opb_rows(b, opb_shared(b, "cmp.drop", OPT_CACHE, H, t->env->max_len, 1), H, c0,
+                       c1 - c0, 1, "cmp.drop_kept");
+    }
     snprintf(nm, sizeof nm, "cmp.bias_%u", T);
     uint32_t bst = opb_shared(b, nm, OPT_CACHE, H, T, 1);
-    opb_put(b,
-            opb_op(b, OP_VIEW, H, c1 - c0, 0, 1, bias, OP_NONE, OP_NONE,
-                   opb_tensor(b, "cmp.bias_col", OPT_TEMP, H, c1 - c0, 1), 0, 0, 0),
-            bst, H, c0, c1 - c0, 1);
-    if (c1 - c0 < T) { /* the sinks' and the window's: 0 (x − x, local) */
+    opb_put(b, col, bst, H, c0, c1 - c0, 1);
+    if (c1 - c0 < T) { /* the others': 0 (x − x, local) */
         uint32_t one = opb_rows(b, bst, H, c0, 1, 1, "cmp.bias_one");
         uint32_t zero = opb_op(b, OP_SUB, H, 1, 0, 1, one, one, OP_NONE,
                                opb_tensor(b, "cmp.bias_zero", OPT_TEMP, H, 1, 1), 0, 0, 0);
@@ -140,64 +192,98 @@ static void att_next(opb *b, const compose_thr *t, uint32_t sc, uint32_t tab, ui
     }
 }
 
-/* Attention scores (accumulated, or the newest row's) at every step, per KV head: the decision
- * for step T is made at the step before, after its softmax (select() at T ranks the attention
- * observed up to query T − 1), and carried as state, as compose_att.c does; the step attends
- * every cached entry (the rows state, none public), so its slots' attention is every entry's in
- * position order, added to the scores by position (a product with public ones: local). */
+/* Attention scores (accumulated, or the newest row's) at every step or every N, per KV head or
+ * one per layer (`share: layer`: every head's row summed): the decision for step T is made at
+ * the step before, after its softmax (select() at T ranks the attention observed up to query
+ * T − 1), and carried as state, as compose_att.c does; the step attends every cached entry (the
+ * rows state, none public), so its slots' attention is every entry's in position order, added to
+ * the scores by position (a product with public ones: local). Every N, a step between selections
+ * names the last selecting step's decision and the scores it was made from (the state
+ * "cmp.rank_at"). Shared across layers, the group's first layer puts the scores of its decision
+ * into state ("cmp.lead_rank", per KV head), and each later layer names its own cached rows,
+ * a view, with its leader's biases (no scores of its own, no ops). */
 static int thr_att_emit(const compose_thr *t, int phase, uint32_t layer, uint32_t T,
                         op_program *prog, const char *name, errbuf *e)
 {
     const policy_env *v = t->env;
-    uint32_t H = v->n_heads, Hkv = v->n_kv_heads, G = H / Hkv, d2 = 2 * v->head_dim;
+    uint32_t H = v->n_heads, Hkv = v->n_kv_heads, B = t->shared ? 1 : Hkv, G = H / B;
+    uint32_t d2 = 2 * v->head_dim, c0, c1, at = att_cand(t, T, &c0, &c1);
     char nm[48];
     opb b;
     opb_init(&b, prog, phase, (int)layer, OPC_POLICY, NULL);
-    uint32_t sc = opb_shared(&b, "cmp.att", OPT_CACHE, Hkv, v->max_len, 1);
+    double tol = att_tol(t, t->last ? 1 : T, T);
+    if (t->lead != layer) { /* a later layer of a group: its rows, its leader's decision */
+        if (phase == PHASE_PREFILL)
+            return policy_emit_done(&b, name, e);
+        uint32_t kv = pcheck_input(&b, PCHECK_IN_KV, Hkv, T, d2);
+        pcheck_selection(&b, opb_rows(&b, kv, Hkv, 0, T, d2, "cmp.kv_all"), T, 0, T,
+                         compose_lead_state(&b, t->lead, "cmp.lead_rank", Hkv, T, 1), tol);
+        snprintf(nm, sizeof nm, "cmp.bias_%u", T);
+        if (c1 > c0)
+            pcheck_selection_bias(&b, compose_lead_state(&b, t->lead, nm, H, T, 1));
+        pcheck_selection_threshold(&b, att_thr(t));
+        return policy_emit_done(&b, name, e);
+    }
+    uint32_t sc = opb_shared(&b, "cmp.att", OPT_CACHE, B, v->max_len, 1);
     if (phase == PHASE_PREFILL) {
-        /* COST: the group's prompt rows summed per entry (every row, or the last one): a product
-         * with public ones, local; the first step's decision */
+        /* COST: the prompt rows of each selection's heads summed per entry (every row, or the
+         * last one): a product with public ones, local; the first step's decision */
         uint32_t w = t->last ? 1 : T;
         uint32_t att = pcheck_input(&b, PCHECK_IN_PROMPT_ATT, H, w, T);
-        opb_put(&b, opb_colsum(&b, att, Hkv, G * w, T, "cmp.prompt_sum"), sc, Hkv, 0, T, 1);
+        opb_put(&b, opb_colsum(&b, att, B, G * w, T, "cmp.prompt_sum"), sc, B, 0, T, 1);
         att_next(&b, t, sc, pcheck_input(&b, PCHECK_IN_KV, Hkv, T, d2), OP_NONE, T);
         return policy_emit_done(&b, name, e);
     }
     pcheck_input(&b, PCHECK_IN_KV, Hkv, T, d2); /* what the selection's rows are of */
     snprintf(nm, sizeof nm, "cmp.rows_%u", T);
     uint32_t rows = opb_shared(&b, nm, OPT_CACHE, Hkv, T, d2);
-    uint32_t c0 = t->sinks < T ? t->sinks : T, c1 = T - (t->recent < T ? t->recent : T);
-    c1 = c1 < c0 ? c0 : c1;
-    /* the ranked scores as the step began (the tie check's), a copy before their update */
-    uint32_t rank = opb_rows(&b, sc, Hkv, 0, T, 1, "cmp.rank");
-    /* COST: the group sums of the step's attention over every cached entry and the new one
-     * (a product with public ones: local), added to the scores or replacing them */
+    /* the ranked scores as the step began (the tie check's), a copy before their update; every
+     * N, those of the last selecting step */
+    uint32_t rank = opb_rows(&b, sc, B, 0, T, 1, "cmp.rank");
+    if (t->every > 1) {
+        uint32_t kept = opb_shared(&b, "cmp.rank_at", OPT_CACHE, B, v->max_len, 1);
+        if (at == T)
+            opb_put(&b, rank, kept, B, 0, T, 1);
+        rank = opb_rows(&b, kept, B, 0, T, 1, "cmp.rank_kept");
+    }
+    rank = per_head(&b, rank, B, Hkv, T, "cmp.rank_heads");
+    if (t->group) /* the scores its later layers name (a view) */
+        opb_op(&b, OP_VIEW, Hkv, T, 0, 1, rank, OP_NONE, OP_NONE,
+               compose_lead_state(&b, layer, "cmp.lead_rank", Hkv, T, 1), 0, 0, 0);
+    /* COST: each selection's heads' sums of the step's attention over every cached entry and the
+     * new one (a product with public ones: local), added to the scores or replacing them */
     uint32_t att = pcheck_input(&b, PCHECK_IN_ATT_SLOTS, H, 1, T + 1);
-    uint32_t gs = opb_colsum(&b, att, Hkv, G, T + 1, "cmp.slot_sum"); /* (Hkv, T + 1, 1) */
+    uint32_t gs = opb_colsum(&b, att, B, G, T + 1, "cmp.slot_sum"); /* (B, T + 1, 1) */
     if (t->last) {
-        opb_put(&b, gs, sc, Hkv, 0, T + 1, 1);
+        opb_put(&b, gs, sc, B, 0, T + 1, 1);
     } else {
+        uint32_t old = opb_rows(&b, sc, B, 0, T, 1, "cmp.old");
         uint32_t acc =
-            opb_op(&b, OP_ADD, Hkv, T, 0, 1, rank, opb_rows(&b, gs, Hkv, 0, T, 1, "cmp.slot_old"),
-                   OP_NONE, opb_tensor(&b, "cmp.acc", OPT_TEMP, Hkv, T, 1), 0, 0, 0);
-        opb_put(&b, acc, sc, Hkv, 0, T, 1);
-        opb_put(&b, opb_rows(&b, gs, Hkv, T, 1, 1, "cmp.slot_new"), sc, Hkv, T, 1, 1);
+            opb_op(&b, OP_ADD, B, T, 0, 1, old, opb_rows(&b, gs, B, 0, T, 1, "cmp.slot_old"),
+                   OP_NONE, opb_tensor(&b, "cmp.acc", OPT_TEMP, B, T, 1), 0, 0, 0);
+        opb_put(&b, acc, sc, B, 0, T, 1);
+        opb_put(&b, opb_rows(&b, gs, B, T, 1, 1, "cmp.slot_new"), sc, B, T, 1, 1);
     }
     att_next(&b, t, sc, rows, pcheck_input(&b, PCHECK_IN_KV_NEW, Hkv, 1, d2), T + 1);
-    /* one score is a sum of A = G·T fixed-point probabilities (G·1: the newest row), each within
-     * 2⁻ᶠ of its float, against select()'s float sum of A terms of at most M (compose_att.c's
-     * bound, one score's), and thr's fixed point within 2⁻ᶠ */
-    double M = 0, A = (double)G * (t->last ? 1 : T), u = ldexp(1, -pcheck_frac_bits());
-    for (uint32_t g = 0; g < Hkv; g++)
-        for (uint32_t j = 0; j < T; j++)
-            M = fmax(M, t->norms[(size_t)g * v->max_len + j]);
-    pcheck_selection(&b, rows, T, 0, T, rank, A * (u + M * 0x1p-24) + u);
+    pcheck_selection(&b, rows, T, 0, T, rank, tol);
     if (c1 > c0) {
         snprintf(nm, sizeof nm, "cmp.bias_%u", T);
         pcheck_selection_bias(&b, opb_shared(&b, nm, OPT_CACHE, H, T, 1));
     }
-    pcheck_selection_threshold(&b, t->thr);
+    pcheck_selection_threshold(&b, att_thr(t));
     return policy_emit_done(&b, name, e);
+}
+
+/* Attention once after the prompt: its rows of each KV head's query heads (every row, or the
+ * last one) summed per entry into the state "cmp.norm" (Hkv, max_len, 1), the scores a
+ * decision made at the prompt ranks (local); shared per layer, summed over the KV heads too. */
+static uint32_t att_prompt_scores(opb *b, const compose_thr *t, uint32_t P)
+{
+    uint32_t H = t->env->n_heads, Hkv = t->env->n_kv_heads, w = t->last ? 1 : P;
+    uint32_t nst = opb_shared(b, "cmp.norm", OPT_CACHE, Hkv, t->env->max_len, 1);
+    uint32_t att = pcheck_input(b, PCHECK_IN_PROMPT_ATT, H, w, P);
+    opb_put(b, opb_colsum(b, att, Hkv, H / Hkv * w, P, "cmp.prompt_sum"), nst, Hkv, 0, P, 1);
+    return nst;
 }
 
 int compose_thr_emit(const compose_thr *t, int phase, uint32_t layer, uint32_t kv_len,
@@ -216,7 +302,7 @@ int compose_thr_emit(const compose_thr *t, int phase, uint32_t layer, uint32_t k
     /* a score at tol of thr is compared the other way round than select() where it is within
      * its own error of thr, and thr's fixed point within u of thr */
     double u = ldexp(1, -pcheck_frac_bits());
-    if (t->score == SC_ATT)
+    if (t->score == SC_ATT && !t->once)
         return thr_att_emit(t, phase, layer, kv_len, prog, name, e);
     opb b;
     opb_init(&b, prog, phase, (int)layer, OPC_POLICY, NULL);
@@ -251,13 +337,17 @@ int compose_thr_emit(const compose_thr *t, int phase, uint32_t layer, uint32_t k
         return policy_emit_done(&b, name, e);
     }
     /* COST: the new keys' squares and their sum (a product with public ones: local); once
-     * after the prompt, the prompt's only; a later layer of a group: no norms of its own, its
-     * leader's (state) */
+     * after the prompt, the prompt's only (attention once: its rows of each KV head's query
+     * heads summed per entry, every row or the last one, a product with public ones: local,
+     * into the same state); a later layer of a group: no norms of its own, its leader's
+     * (state) */
     int own = t->lead == layer;
-    uint32_t nst = !own              ? compose_lead_norms(&b, t->lead, Hkv, v->max_len)
-                   : t->once && !pre ? opb_shared(&b, "cmp.norm", OPT_CACHE, Hkv, v->max_len, 1)
-                                     : compose_key_norms(&b, Hkv, d, v->max_len, pre ? kv_len : 1,
-                                                         pre ? 0 : kv_len);
+    uint32_t nst = !own                 ? compose_lead_norms(&b, t->lead, Hkv, v->max_len)
+                   : t->once && !pre    ? opb_shared(&b, "cmp.norm", OPT_CACHE, Hkv, v->max_len, 1)
+                   : t->score == SC_ATT ? att_prompt_scores(&b, t, kv_len)
+                                        : compose_key_norms(&b, Hkv, d, v->max_len,
+                                                            pre ? kv_len : 1, pre ? 0 : kv_len);
+    double thr = t->score == SC_ATT ? att_thr(t) : t->thr;
     /* the decision of the candidates [c0, c1) of the last selecting step, kept as state (H,
      * max_len, 1) at their rows for the steps up to the next one (once: every decode step; the
      * first layer of a group: at every step, for its later layers too) */
@@ -278,7 +368,7 @@ int compose_thr_emit(const compose_thr *t, int phase, uint32_t layer, uint32_t k
     row = t->shared ? sum_heads(&b, row, Hkv, nu) : row;
     uint32_t bias = OP_NONE;
     if (decides) {
-        bias = thr_bias(&b, row, B, H, c0, c1, S, t->thr);
+        bias = thr_bias(&b, row, B, H, c0, c1, S, thr);
         if (dst != OP_NONE) /* as (H, c1 − c0, 1): a view */
             opb_put(&b,
                     opb_op(&b, OP_VIEW, H, c1 - c0, 0, 1, bias, OP_NONE, OP_NONE,
@@ -288,7 +378,8 @@ int compose_thr_emit(const compose_thr *t, int phase, uint32_t layer, uint32_t k
         bias = opb_rows(&b, dst, H, c0, c1 - c0, 1, "cmp.drop_kept");
     }
     if (!pre) /* shared: the sum of Hkv·S norms */
-        thr_name(&b, row, bias, B, Hkv, d, c0, c1, S, kv_len, t->thr,
-                 keynorm_err(d, t->shared ? Hkv * S : S, M, u) + u);
+        thr_name(&b, row, bias, B, Hkv, d, c0, c1, S, kv_len, thr,
+                 t->score == SC_ATT ? att_tol(t, t->last ? 1 : P, P)
+                                    : keynorm_err(d, t->shared ? Hkv * S : S, M, u) + u);
     return policy_emit_done(&b, name, e);
 }
