@@ -116,12 +116,26 @@ static const char thraeg_yaml[] = "name: thraeg_t\nrecent: 4\nscore: attention\n
                                   "when: {every: 2}\nshare: {heads: layer, layers: 3}\n"
                                   "select: {threshold: 4.0}\n";
 
+/* Page bounds every N steps: the query against the bounds at each selecting step (decode
+ * positions 16, 19, 22, …), the decision and the pages' scores it was made from kept as state for
+ * the steps between; beside 4 sinks one per layer by pairs of layers every 2 steps; beside a
+ * window of 3 per KV head by groups of 3 every 2 steps. */
+static const char thrbe_yaml[] = "name: thrbe_t\nscore: page_bounds\ngranularity: {page: 4}\n"
+                                 "when: {every: 3}\nselect: {threshold: 2}\n";
+static const char thrbes_yaml[] = "name: thrbes_t\nsinks: 4\nscore: page_bounds\n"
+                                  "granularity: {page: 4}\nwhen: {every: 2}\n"
+                                  "share: {heads: layer, layers: 2}\nselect: {threshold: 8}\n";
+static const char thrbeg_yaml[] = "name: thrbeg_t\nrecent: 3\nscore: page_bounds\n"
+                                  "granularity: {page: 4}\nwhen: {every: 2}\n"
+                                  "share: {heads: kv_head, layers: 3}\nselect: {threshold: 2}\n";
+
 typedef struct shape {
     const char *file, *text, *name;
 } shape;
 
-#define N_SHAPES 24
-#define ATT_FROM 17 /* the attention shapes beyond every step per KV head */
+#define N_SHAPES 27
+#define ATT_FROM 17    /* the attention shapes beyond every step per KV head */
+#define BOUNDS_FROM 24 /* page bounds every N */
 static const shape shapes[N_SHAPES] = {{"thr.yaml", thr_yaml, "thr_t"},
                                        {"thrpg.yaml", thrpg_yaml, "thrpg_t"},
                                        {"thrpb.yaml", thrpb_yaml, "thrpb_t"},
@@ -145,7 +159,10 @@ static const shape shapes[N_SHAPES] = {{"thr.yaml", thr_yaml, "thr_t"},
                                        {"thraol.yaml", thraol_yaml, "thraol_t"},
                                        {"thrae.yaml", thrae_yaml, "thrae_t"},
                                        {"thrag.yaml", thrag_yaml, "thrag_t"},
-                                       {"thraeg.yaml", thraeg_yaml, "thraeg_t"}};
+                                       {"thraeg.yaml", thraeg_yaml, "thraeg_t"},
+                                       {"thrbe.yaml", thrbe_yaml, "thrbe_t"},
+                                       {"thrbes.yaml", thrbes_yaml, "thrbes_t"},
+                                       {"thrbeg.yaml", thrbeg_yaml, "thrbeg_t"}};
 
 /* On shares: 5 layers x 4 KV heads x 8 decode steps = 160 masks, each equal to select() over
  * the session's values (ties at the threshold within the stated bound), every op as
@@ -244,7 +261,16 @@ END_TEST
 START_TEST(test_thr_att_more)
 {
     static const char *const pn[] = {"semi2k", "aby3"};
-    for (int i = ATT_FROM; i < N_SHAPES; i++)
+    for (int i = ATT_FROM; i < BOUNDS_FROM; i++)
+        thr_on(pn[_i], &shapes[i]);
+}
+END_TEST
+
+/* Page bounds every N steps (shapes 24 to 26): replayed with a NOTE before, "cost declared". */
+START_TEST(test_thr_bounds_every)
+{
+    static const char *const pn[] = {"semi2k", "aby3"};
+    for (int i = BOUNDS_FROM; i < N_SHAPES; i++)
         thr_on(pn[_i], &shapes[i]);
 }
 END_TEST
@@ -322,13 +348,14 @@ START_TEST(test_thr_opens_nothing)
 }
 END_TEST
 
-/* The attention shapes' ops open nothing either, at the step that decides (a prompt of 16, 8
- * query heads on 4 KV heads): one comparison per candidate and selection (a window of 4, beside
- * 2 sinks or not: 29 or 27 candidates of 33 entries, 28 or 30 of 34, 12 or 10 of the prompt;
- * per KV head or one per layer), none at a step between selections or in a later layer of a
- * group; a decode step names every cached row (once: the prompt's candidates, the rest
- * public), biased by the decision. */
-START_TEST(test_thr_att_opens_nothing)
+/* The attention shapes' and page bounds' every N ops open nothing either, at the step that
+ * decides (a prompt of 16, 8 query heads on 4 KV heads): one comparison per candidate and
+ * selection (attention, a window of 4, beside 2 sinks or not: 29 or 27 candidates of 33
+ * entries, 28 or 30 of 34, 12 or 10 of the prompt; pages of 4: 9 of 34 entries, 7 after 4 sinks
+ * of 32, 8 of 29 candidates; per KV head or one per layer), none at a step between selections
+ * or in a later layer of a group; a decode step names every cached row (once, pages: the
+ * candidates of the deciding step, the rest public), biased by the decision. */
+START_TEST(test_thr_more_opens_nothing)
 {
     static const struct {
         int shape, phase;
@@ -338,7 +365,10 @@ START_TEST(test_thr_att_opens_nothing)
              {20, PHASE_PREFILL, 0, 16, 10, 0},  {20, PHASE_DECODE, 1, 32, 0, 10},
              {21, PHASE_DECODE, 0, 33, 112, 33}, {21, PHASE_DECODE, 0, 32, 0, 32},
              {22, PHASE_DECODE, 0, 32, 108, 32}, {22, PHASE_DECODE, 1, 32, 0, 32},
-             {23, PHASE_DECODE, 0, 33, 30, 33},  {23, PHASE_DECODE, 1, 33, 0, 33}};
+             {23, PHASE_DECODE, 0, 33, 30, 33},  {23, PHASE_DECODE, 1, 33, 0, 33},
+             {24, PHASE_DECODE, 0, 34, 36, 34},  {24, PHASE_DECODE, 0, 33, 0, 31},
+             {25, PHASE_DECODE, 0, 32, 7, 28},   {25, PHASE_DECODE, 1, 33, 0, 28},
+             {26, PHASE_DECODE, 0, 32, 32, 29},  {26, PHASE_DECODE, 0, 33, 0, 29}};
     for (size_t i = 0; i < sizeof c / sizeof *c; i++) {
         const policy_ops *p = load_shape(&shapes[c[i].shape]);
         policy_env env = {.n_layers = 2,
@@ -407,9 +437,10 @@ Suite *thrsec_suite(void)
              test_thr_pages_aby3, test_thr_bounds_semi2k, test_thr_bounds_aby3,
              test_thr_shared_semi2k, test_thr_shared_aby3, test_thr_once_every_semi2k,
              test_thr_once_every_aby3, test_thr_att_semi2k, test_thr_att_aby3, test_thr_check,
-             test_thr_opens_nothing, test_thr_att_opens_nothing);
+             test_thr_opens_nothing, test_thr_more_opens_nothing);
     TH_LOOPS(tc, 2, test_thr_cost_path);
     TH_LOOPS(tc, 2, test_thr_groups);
     TH_LOOPS(tc, 2, test_thr_att_more);
+    TH_LOOPS(tc, 2, test_thr_bounds_every);
     return s;
 }

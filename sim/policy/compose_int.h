@@ -189,13 +189,13 @@ uint32_t compose_keynorm_pages(opb *b, uint32_t nst, uint32_t Hkv, uint32_t c0, 
 double compose_keynorm_page_tol(uint32_t d, uint32_t S, double M);
 
 /* A threshold (`select: {threshold: X}`) on key norms of tokens or pages (at every decode step,
- * once after the prompt, or every N steps), or on page bounds (at every step), per KV head or
- * (`share: layer`) per layer, or on attention of tokens (at every step, once or every N, per KV
- * head or per layer), shared across layers or not, on real operands (compose_thr.c): the scores
- * compared with the public threshold on shares, every candidate's row attended, a dropped one's
- * attention score biased out (no kept count opened). compose_thr_shaped: its blocks, with `every` N
- * and the kv_budget fraction frac (every N > 1: frac 0, the candidates not moving with the cached
- * count); compose_thr_emit: the ops of a layer and phase at kv_len cached entries. */
+ * once after the prompt, or every N steps), on page bounds (at every step or every N), or on
+ * attention of tokens (at every step, once or every N), per KV head or (`share: layer`) per
+ * layer, shared across layers or not, on real operands (compose_thr.c): the scores compared with
+ * the public threshold on shares, every candidate's row attended, a dropped one's attention score
+ * biased out (no kept count opened). compose_thr_shaped: its blocks, with `every` N and the
+ * kv_budget fraction frac (every N > 1: frac 0, the candidates not moving with the cached count);
+ * compose_thr_emit: the ops of a layer and phase at kv_len cached entries. */
 typedef struct compose_thr {
     const policy_env *env;
     int score;                     /* SC_KEYNORM, SC_BOUNDS or SC_ATT */

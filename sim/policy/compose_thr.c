@@ -1,12 +1,12 @@
 /* compose_thr.c — a composition's threshold selection (`select: {threshold: X}`) on real operands,
  * the ops `policy check` runs and the secure session executes on shares (secpol_emit.c): key
  * norms per token or summed per page (at every decode step, once after the prompt, or every N
- * steps), the query against page bounds (at every step), or attention (at every step, once or
- * every N), per KV head or per layer, shared across layers or not, compared with the public
- * threshold obliviously. The kept count is not opened: every candidate's [K | V] row stays in
- * the step's attention, and a dropped one's attention score is biased by −PCHECK_PAD_BIAS before
- * the softmax (pcheck_selection_bias), as quest's padding rows are — nothing of the scores is
- * revealed, and no attention is saved (POLICIES.md "A threshold on shares"). */
+ * steps), the query against page bounds (at every step or every N), or attention (at every step,
+ * once or every N), per KV head or per layer, shared across layers or not, compared with the
+ * public threshold obliviously. The kept count is not opened: every candidate's [K | V] row stays
+ * in the step's attention, and a dropped one's attention score is biased by −PCHECK_PAD_BIAS
+ * before the softmax (pcheck_selection_bias), as quest's padding rows are — nothing of the scores
+ * is revealed, and no attention is saved (POLICIES.md "A threshold on shares"). */
 #include "compose_int.h"
 #include "page_ops.h"
 #include "pcheck.h"
@@ -18,7 +18,7 @@ int compose_thr_shaped(const cspec *sp, uint32_t every, double frac)
 {
     int step = sp->when == W_STEP && every <= 1, fixed = sp->when == W_STEP && frac <= 0;
     return sp->sel == K_THRESHOLD && !sp->permanent && !sp->cluster &&
-           ((sp->score == SC_BOUNDS && step) ||
+           ((sp->score == SC_BOUNDS && (step || fixed)) ||
             (sp->score == SC_ATT && sp->page <= 1 && (step || sp->when == W_ONCE || fixed)) ||
             (sp->score == SC_KEYNORM && (step || sp->when == W_ONCE || frac <= 0)));
 }
@@ -317,14 +317,38 @@ int compose_thr_emit(const compose_thr *t, int phase, uint32_t layer, uint32_t k
                          c0, c1, S, kv_len, t->thr, tol / 2 + u);
             return policy_emit_done(&b, name, e);
         }
-        uint32_t bst = page_bounds_state(&b, "cmp", Hkv, t->max_pages, d);
+        uint32_t bst = page_bounds_state(&b, "cmp", Hkv, t->max_pages, d), row = OP_NONE,
+                 bias = OP_NONE;
         if (pre) {
             page_bounds_prompt(&b, "cmp", bst, Hkv, kv_len, S, d);
         } else {
-            if (nu) {
-                uint32_t row = page_bounds_score(&b, "cmp", bst, H, Hkv, u0, nu, d);
+            if (nu && at == kv_len) { /* a selecting step: the query against the bounds */
+                row = page_bounds_score(&b, "cmp", bst, H, Hkv, u0, nu, d);
                 row = t->shared ? sum_heads(&b, row, Hkv, nu) : row;
-                uint32_t bias = thr_bias(&b, row, B, H, c0, c1, S, t->thr);
+                bias = thr_bias(&b, row, B, H, c0, c1, S, t->thr);
+            }
+            if (nu && t->every > 1) {
+                /* every N: the decision and the units' scores it was made from kept as state at
+                 * a selecting step (views), a step between names them (views) */
+                uint32_t rst = opb_shared(&b, "cmp.row_at", OPT_CACHE, B, t->max_pages, 1);
+                uint32_t dst = opb_shared(&b, "cmp.drop", OPT_CACHE, H, v->max_len, 1);
+                if (at == kv_len) {
+                    opb_put(&b,
+                            opb_op(&b, OP_VIEW, B, nu, 0, 1, row, OP_NONE, OP_NONE,
+                                   opb_tensor(&b, "cmp.row_col", OPT_TEMP, B, nu, 1), 0, 0, 0),
+                            rst, B, u0, nu, 1);
+                    opb_put(&b,
+                            opb_op(&b, OP_VIEW, H, c1 - c0, 0, 1, bias, OP_NONE, OP_NONE,
+                                   opb_tensor(&b, "cmp.drop_col", OPT_TEMP, H, c1 - c0, 1), 0, 0,
+                                   0),
+                            dst, H, c0, c1 - c0, 1);
+                } else {
+                    row = opb_transpose(&b, opb_rows(&b, rst, B, u0, nu, 1, "cmp.row_kept"), B, nu,
+                                        1, "cmp.row_kept_t");
+                    bias = opb_rows(&b, dst, H, c0, c1 - c0, 1, "cmp.drop_kept");
+                }
+            }
+            if (nu) {
                 if (t->group) { /* the scores and decision its later layers name (views) */
                     compose_lead_put(&b, OP_NONE, row, B, 0, nu);
                     opb_op(&b, OP_VIEW, H, c1 - c0, 0, 1, bias, OP_NONE, OP_NONE,
