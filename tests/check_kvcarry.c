@@ -44,6 +44,11 @@ static const char knperm_yaml[] = "name: knperm_t\nrecent: 4\nscore: key_norm\n"
 /* The same beside 2 sinks, a window of 3, the top 5. */
 static const char knperms_yaml[] = "name: knperms_t\nsinks: 2\nrecent: 3\nscore: key_norm\n"
                                    "evict: permanent\nselect: {topk: 5}\n";
+/* One selection per layer (`share: layer`): the KV heads' norms summed, one top-k at the prompt
+ * and one arg-min per step for the layer, each KV head's own rows gathered and compacted by
+ * them; beside 2 sinks and a window of 4, the top 6. */
+static const char knpermsh_yaml[] = "name: knpermsh_t\nsinks: 2\nrecent: 4\nscore: key_norm\n"
+                                    "evict: permanent\nshare: layer\nselect: {topk: 6}\n";
 
 /* Prompt 16, 8 decode steps: 5 layers x 4 KV heads x 8 steps = 160 masks, each equal to its
  * select() over the session's values, every op as predicted, no NOTE. */
@@ -122,10 +127,27 @@ END_TEST
 START_TEST(test_knperms_aby3) { carry_on("aby3", "knperms.yaml", knperms_yaml, "knperms_t"); }
 END_TEST
 
+START_TEST(test_knpermsh_semi2k)
+{
+    carry_on("semi2k", "knpermsh.yaml", knpermsh_yaml, "knpermsh_t");
+}
+END_TEST
+
+START_TEST(test_knpermsh_aby3) { carry_on("aby3", "knpermsh.yaml", knpermsh_yaml, "knpermsh_t"); }
+END_TEST
+
 START_TEST(test_knperm_check)
 {
     carry_check("knperm.yaml", knperm_yaml, "knperm_t");
     carry_check("knperms.yaml", knperms_yaml, "knperms_t");
+    carry_check("knpermsh.yaml", knpermsh_yaml, "knpermsh_t");
+    /* under a kv_budget of half the prompt: 8 entries, the sinks, the window and the top 2 */
+    char out[1 << 13];
+    char *yaml = strdup(th_file(&td, "knpermsh.yaml", knpermsh_yaml));
+    th_cli_expect(out, sizeof out, 0, "knpermsh_t: match",
+                  "policy check '%s' --prompt 16 --param kv_budget=0.5", yaml);
+    ck_assert_uint_eq(th_chosen(out), 640);
+    free(yaml);
 }
 END_TEST
 
@@ -152,6 +174,7 @@ Suite *kvcarry_suite(void)
     TH_TESTS(tc, test_pgonce_semi2k, test_pgonce_aby3, test_pgevery_semi2k, test_pgevery_aby3,
              test_pgoncew_semi2k, test_pgoncew_aby3, test_pgbevery_semi2k, test_pgbevery_aby3,
              test_pages_carried_check, test_pgonce_partial_prompt, test_knperm_semi2k,
-             test_knperm_aby3, test_knperms_semi2k, test_knperms_aby3, test_knperm_check);
+             test_knperm_aby3, test_knperms_semi2k, test_knperms_aby3, test_knpermsh_semi2k,
+             test_knpermsh_aby3, test_knperm_check);
     return s;
 }

@@ -680,6 +680,11 @@ static const char pgbevery_yaml[] = "name: pgbevery_blocks\nsinks: 4\nrecent: 3\
 static const char knperm_yaml[] = "name: knperm_blocks\nrecent: 4\nscore: key_norm\n"
                                   "evict: permanent\nselect: {topk: 6}\n";
 
+/* The same with one selection per layer (`share: layer`) beside 2 sinks. */
+static const char knpermsh_yaml[] = "name: knpermsh_blocks\nsinks: 2\nrecent: 4\n"
+                                    "score: key_norm\nevict: permanent\nshare: layer\n"
+                                    "select: {topk: 6}\n";
+
 /* One selection per pair of layers (layers 0, 2, 4 select; 1 and 3 gather their own rows by
  * the one-hot rows of the layer before): by key norms of tokens beside a window of 4 (the top
  * 6), and of pages of 4 beside 4 sinks by their key norms or their bounds against the query (the
@@ -900,16 +905,19 @@ START_TEST(test_scsec_pages_carried_cost_path)
 }
 END_TEST
 
-/* The same for key norms evicting for good (knperm_yaml): each step attends the sinks, the
- * window and the k kept rows, its eviction made before the layer's attention. */
+/* The same for key norms evicting for good (knperm_yaml; knpermsh_yaml, one per layer): each
+ * step attends the sinks, the window and the k kept rows, its eviction made before the layer's
+ * attention. */
 START_TEST(test_scsec_knperm_cost_path)
 {
     load_one("knperm_blocks", "knperm.yaml", knperm_yaml);
-    const scase c = {"knperm_blocks", {NULL}, 0};
+    load_one("knpermsh_blocks", "knpermsh.yaml", knpermsh_yaml);
+    const scase c[2] = {{"knperm_blocks", {NULL}, 0}, {"knpermsh_blocks", {NULL}, 0}};
     const char *pn[2] = {"semi2k", "aby3"}, *lay[2] = {"rows", "scores"};
-    for (int i = 0; i < 2; i++)
-        for (int j = 0; j < 2; j++)
-            same_as_cost_path(&c, pn[i], lay[j]);
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < 2; j++)
+                same_as_cost_path(&c[k], pn[i], lay[j]);
 }
 END_TEST
 

@@ -595,22 +595,23 @@ static int cs_emit_keynorm(cstate *s, int phase, uint32_t layer, uint32_t kv_len
     return compose_keynorm_emit(&kn, phase, layer, kv_len, prog, s->sl->name, e);
 }
 
-/* Key norms evicting for good per KV head on tokens on real operands (compose_knperm.c), where
- * every selecting layer's prompt has more candidates than its k > 0 (its table full from the
- * prompt on); kn: layer's budget, fixed by the prompt, and its tie bound's scale at kv_len. */
+/* Key norms evicting for good per KV head or one per layer (`share: layer`) on tokens on real
+ * operands (compose_knperm.c), where every selecting layer's prompt has more candidates than its k
+ * > 0 (its table full from the prompt on); kn: layer's budget, fixed by the prompt, and its tie
+ * bound's scale at kv_len. */
 static int knperm_real(const cstate *s, uint32_t layer, uint32_t kv_len, compose_kn *kn)
 {
     const cspec *sp = s->sp;
     uint32_t P = s->env.prompt_len, sinks, recent;
     int ok = sp->score == SC_KEYNORM && sp->sel == K_TOPK && sp->permanent && s->page == 1 &&
-             !sp->share_all && sp->lshare <= 1;
-    *kn = (compose_kn){.env = &s->env, .at = P};
+             sp->lshare <= 1;
+    *kn = (compose_kn){.env = &s->env, .at = P, .shared = sp->share_all};
     for (uint32_t l = s->dense; ok && l <= s->env.n_layers; l++) {
         budget(s, l < s->env.n_layers ? l : layer, P, &sinks, &recent, &kn->k);
         cand_range(P, sinks, recent, &kn->c0, &kn->c1);
         ok = kn->k > 0 && kn->k < kn->c1 - kn->c0;
     }
-    kn->M = ok ? norm_max(s, layer, kn->c0, kv_len - (P - kn->c1), 0) : 0;
+    kn->M = ok ? norm_max(s, layer, kn->c0, kv_len - (P - kn->c1), sp->share_all) : 0;
     return ok;
 }
 

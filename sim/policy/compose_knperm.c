@@ -16,7 +16,10 @@
  * prompt's. The joining entry at slot 0 wins the arg-min's exact ties (kern.c: the lower slot),
  * as H2O's. select() keeps the top k of the entries still cached (compose.c select_alive): with
  * static scores that is the k + 1 candidates' top k, so the two agree up to ties within the
- * per-step path's bound (compose_keynorm_tol). */
+ * per-step path's bound (compose_keynorm_tol). With `share: layer` the decisions are the
+ * layer's — one TOPK of the KV heads' summed norms at the prompt, one ARGMAX of the candidates'
+ * summed norms at each step, their one-hot rows and masks repeated for every KV head (local) —
+ * and each KV head's table holds its own rows of the same positions. */
 #include "compose_int.h"
 #include "pcheck.h"
 
@@ -46,6 +49,15 @@ static uint32_t columns(opb *b, uint32_t x, uint32_t Hkv, uint32_t R, uint32_t F
     return opb_transpose(b, opb_rows(b, t, Hkv, c0, n, R, c_nm), Hkv, n, R, nm);
 }
 
+/* x (Hkv, 1, n) summed over the KV heads: (1, 1, n) (a transposition and a product with public
+ * ones, local). */
+static uint32_t heads_row(opb *b, uint32_t x, uint32_t Hkv, uint32_t n, const char *nm)
+{
+    char s[48];
+    snprintf(s, sizeof s, "%.40s_sum", nm);
+    return opb_transpose(b, opb_colsum(b, x, 1, Hkv, n, s), 1, n, 1, nm);
+}
+
 int compose_knperm_emit(const compose_kn *kn, int phase, uint32_t layer, uint32_t kv_len,
                         op_program *prog, const char *name, errbuf *e)
 {
@@ -53,6 +65,7 @@ int compose_knperm_emit(const compose_kn *kn, int phase, uint32_t layer, uint32_
     uint32_t Hkv = v->n_kv_heads, d = v->head_dim, F = 2 * d + 1, k = kn->k, c0 = kn->c0;
     uint32_t P = v->prompt_len, recent = P - kn->c1, T = kv_len, c1 = T - recent, nc = c1 - c0;
     int pre = phase == PHASE_PREFILL;
+    uint32_t B = kn->shared && Hkv > 1 ? 1 : Hkv; /* selections: per KV head, or one per layer */
     opb b;
     opb_init(&b, prog, phase, (int)layer, OPC_POLICY, NULL);
     /* COST: the new keys' squares and their sum (a product with public ones: local) */
@@ -66,8 +79,12 @@ int compose_knperm_emit(const compose_kn *kn, int phase, uint32_t layer, uint32_
         uint32_t tab = with_norm(&b, opb_rows(&b, kv, Hkv, c0, nc, 2 * d, "cmp.kv_cand"), cn, Hkv,
                                  nc, d, "cmp.table");
         uint32_t row = opb_transpose(&b, cn, Hkv, nc, 1, "cmp.cand_row");
-        uint32_t oh = opb_tensor(&b, "cmp.topk", OPT_TEMP, Hkv, k, nc);
-        opb_op(&b, OP_TOPK, Hkv, 1, 0, nc, row, OP_NONE, OP_NONE, oh, 0, (int32_t)k, 0);
+        if (B == 1) /* one per layer: the KV heads' summed norms (local) */
+            row = heads_row(&b, row, Hkv, nc, "cmp.cand_sum");
+        uint32_t oh = opb_tensor(&b, "cmp.topk", OPT_TEMP, B, k, nc);
+        opb_op(&b, OP_TOPK, B, 1, 0, nc, row, OP_NONE, OP_NONE, oh, 0, (int32_t)k, 0);
+        if (B == 1) /* its one-hot rows as each KV head's (local) */
+            oh = opb_repeat(&b, oh, 1, k * nc, Hkv, "cmp.topk_heads");
         opb_op(&b, OP_GATHER, Hkv, k, nc, F, oh, tab, OP_NONE, heavy, OPF_NO_TRUNC, 0, 0);
         return policy_emit_done(&b, name, e);
     }
@@ -86,18 +103,21 @@ int compose_knperm_emit(const compose_kn *kn, int phase, uint32_t layer, uint32_
          * per element of the k compacted rows (cs_emit's permanent eviction) */
         uint32_t sc = opb_transpose(&b, columns(&b, cand, Hkv, k + 1, F, 2 * d, 1, "cmp.evict_sc"),
                                     Hkv, k + 1, 1, "cmp.evict_row");
+        if (B == 1) /* one per layer: each candidate's norms summed over the KV heads (local) */
+            sc = heads_row(&b, sc, Hkv, k + 1, "cmp.evict_sum");
         uint32_t neg =
-            opb_op(&b, OP_MUL_PUB, Hkv, 1, 0, k + 1, sc, OP_NONE, OP_NONE,
-                   opb_tensor(&b, "cmp.evict_neg", OPT_TEMP, Hkv, 1, k + 1), OPF_NO_TRUNC, 0, -1.0);
-        uint32_t oh = opb_tensor(&b, "cmp.argmin", OPT_TEMP, Hkv, 1, k + 1);
-        opb_op(&b, OP_ARGMAX, Hkv, 1, 0, k + 1, neg, OP_NONE, OP_NONE, oh, 0, 0, 0);
-        uint32_t pre_sum = opb_matmul_pub(
-            &b, oh, opb_shared(&b, "cmp.evict_tri", OPT_PUBLIC, 1, k + 1, k + 1), Hkv, k + 1, k + 1,
-            opb_tensor(&b, "cmp.evict_prefix", OPT_TEMP, Hkv, k + 1, 1));
-        uint32_t mask =
-            opb_matmul_pub(&b, opb_rows(&b, pre_sum, Hkv, 0, k, 1, "cmp.evict_shift"),
-                           opb_shared(&b, "cmp.evict_ones", OPT_PUBLIC, 1, 1, F), Hkv * k, 1, F,
-                           opb_tensor(&b, "cmp.evict_mask", OPT_TEMP, Hkv, k, F));
+            opb_op(&b, OP_MUL_PUB, B, 1, 0, k + 1, sc, OP_NONE, OP_NONE,
+                   opb_tensor(&b, "cmp.evict_neg", OPT_TEMP, B, 1, k + 1), OPF_NO_TRUNC, 0, -1.0);
+        uint32_t oh = opb_tensor(&b, "cmp.argmin", OPT_TEMP, B, 1, k + 1);
+        opb_op(&b, OP_ARGMAX, B, 1, 0, k + 1, neg, OP_NONE, OP_NONE, oh, 0, 0, 0);
+        uint32_t pre_sum =
+            opb_matmul_pub(&b, oh, opb_shared(&b, "cmp.evict_tri", OPT_PUBLIC, 1, k + 1, k + 1), B,
+                           k + 1, k + 1, opb_tensor(&b, "cmp.evict_prefix", OPT_TEMP, B, k + 1, 1));
+        uint32_t mask = opb_matmul_pub(&b, opb_rows(&b, pre_sum, B, 0, k, 1, "cmp.evict_shift"),
+                                       opb_shared(&b, "cmp.evict_ones", OPT_PUBLIC, 1, 1, F), B * k,
+                                       1, F, opb_tensor(&b, "cmp.evict_mask", OPT_TEMP, B, k, F));
+        if (B == 1) /* the layer's mask as each KV head's (local) */
+            mask = opb_repeat(&b, mask, 1, k * F, Hkv, "cmp.evict_mask_heads");
         rows = opb_tensor(&b, "cmp.heavy_next", OPT_TEMP, Hkv, k, F);
         opb_op(&b, OP_SELECT, Hkv, k, 0, F, mask,
                opb_rows(&b, cand, Hkv, 1, k, F, "cmp.evict_next"),
@@ -108,7 +128,10 @@ int compose_knperm_emit(const compose_kn *kn, int phase, uint32_t layer, uint32_
      * ranked by their norms */
     uint32_t row = opb_transpose(&b, opb_rows(&b, nst, Hkv, c0, nc, 1, "cmp.cand"), Hkv, nc, 1,
                                  "cmp.cand_row");
+    if (B == 1) /* the layer's sums as each KV head's (local) */
+        row = opb_repeat(&b, heads_row(&b, row, Hkv, nc, "cmp.cand_sum"), 1, nc, Hkv,
+                         "cmp.sum_heads");
     pcheck_selection(&b, columns(&b, rows, Hkv, k, F, 0, 2 * d, "cmp.kept_kv"), k, c0, c1, row,
-                     compose_keynorm_tol(Hkv, d, 0, kn->M));
+                     compose_keynorm_tol(Hkv, d, B == 1, kn->M));
     return policy_emit_done(&b, name, e);
 }
