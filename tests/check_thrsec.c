@@ -129,40 +129,62 @@ static const char thrbeg_yaml[] = "name: thrbeg_t\nrecent: 3\nscore: page_bounds
                                   "granularity: {page: 4}\nwhen: {every: 2}\n"
                                   "share: {heads: kv_head, layers: 3}\nselect: {threshold: 2}\n";
 
+/* Under `kv_budget: {recent: rest}` (the window the budget's rest, growing with the cached count;
+ * run at kv_budget=0.5): key norms every 3 steps beside 2 sinks, attention every 2 and at every
+ * step, page bounds every 2 beside 4 sinks — each selection's candidates those of its own step's
+ * budget, the steps between naming them. */
+static const char thrkr_yaml[] = "name: thrkr_t\nsinks: 2\nrecent: 4\nscore: key_norm\n"
+                                 "when: {every: 3}\nkv_budget: {recent: rest}\n"
+                                 "select: {threshold: 200}\n";
+static const char thrar_yaml[] = "name: thrar_t\nsinks: 2\nrecent: 4\nscore: attention\n"
+                                 "when: {every: 2}\nkv_budget: {recent: rest}\n"
+                                 "select: {threshold: 1.0}\n";
+static const char thrars_yaml[] = "name: thrars_t\nsinks: 2\nrecent: 4\nscore: attention\n"
+                                  "kv_budget: {recent: rest}\nselect: {threshold: 1.0}\n";
+static const char thrbr_yaml[] = "name: thrbr_t\nsinks: 4\nrecent: 4\nscore: page_bounds\n"
+                                 "granularity: {page: 4}\nwhen: {every: 2}\n"
+                                 "kv_budget: {recent: rest}\nselect: {threshold: 2}\n";
+
 typedef struct shape {
     const char *file, *text, *name;
+    const char *param; /* a policy parameter key=value, or NULL */
 } shape;
 
-#define N_SHAPES 27
+#define N_SHAPES 31
 #define ATT_FROM 17    /* the attention shapes beyond every step per KV head */
 #define BOUNDS_FROM 24 /* page bounds every N */
-static const shape shapes[N_SHAPES] = {{"thr.yaml", thr_yaml, "thr_t"},
-                                       {"thrpg.yaml", thrpg_yaml, "thrpg_t"},
-                                       {"thrpb.yaml", thrpb_yaml, "thrpb_t"},
-                                       {"thrsh.yaml", thrsh_yaml, "thrsh_t"},
-                                       {"thrpgsh.yaml", thrpgsh_yaml, "thrpgsh_t"},
-                                       {"thrpbsh.yaml", thrpbsh_yaml, "thrpbsh_t"},
-                                       {"thronce.yaml", thronce_yaml, "thronce_t"},
-                                       {"threv.yaml", threv_yaml, "threv_t"},
-                                       {"thrpgonce.yaml", thrpgonce_yaml, "thrpgonce_t"},
-                                       {"thrpgev.yaml", thrpgev_yaml, "thrpgev_t"},
-                                       {"thratt.yaml", thratt_yaml, "thratt_t"},
-                                       {"thrattl.yaml", thrattl_yaml, "thrattl_t"},
-                                       {"thrg.yaml", thrg_yaml, "thrg_t"},
-                                       {"thrgo.yaml", thrgo_yaml, "thrgo_t"},
-                                       {"thrgp.yaml", thrgp_yaml, "thrgp_t"},
-                                       {"thrgb.yaml", thrgb_yaml, "thrgb_t"},
-                                       {"thrgbl.yaml", thrgbl_yaml, "thrgbl_t"},
-                                       {"thras.yaml", thras_yaml, "thras_t"},
-                                       {"thrasl.yaml", thrasl_yaml, "thrasl_t"},
-                                       {"thrao.yaml", thrao_yaml, "thrao_t"},
-                                       {"thraol.yaml", thraol_yaml, "thraol_t"},
-                                       {"thrae.yaml", thrae_yaml, "thrae_t"},
-                                       {"thrag.yaml", thrag_yaml, "thrag_t"},
-                                       {"thraeg.yaml", thraeg_yaml, "thraeg_t"},
-                                       {"thrbe.yaml", thrbe_yaml, "thrbe_t"},
-                                       {"thrbes.yaml", thrbes_yaml, "thrbes_t"},
-                                       {"thrbeg.yaml", thrbeg_yaml, "thrbeg_t"}};
+#define BUDGET_FROM 27 /* under a kv_budget fraction */
+static const shape shapes[N_SHAPES] = {{"thr.yaml", thr_yaml, "thr_t", NULL},
+                                       {"thrpg.yaml", thrpg_yaml, "thrpg_t", NULL},
+                                       {"thrpb.yaml", thrpb_yaml, "thrpb_t", NULL},
+                                       {"thrsh.yaml", thrsh_yaml, "thrsh_t", NULL},
+                                       {"thrpgsh.yaml", thrpgsh_yaml, "thrpgsh_t", NULL},
+                                       {"thrpbsh.yaml", thrpbsh_yaml, "thrpbsh_t", NULL},
+                                       {"thronce.yaml", thronce_yaml, "thronce_t", NULL},
+                                       {"threv.yaml", threv_yaml, "threv_t", NULL},
+                                       {"thrpgonce.yaml", thrpgonce_yaml, "thrpgonce_t", NULL},
+                                       {"thrpgev.yaml", thrpgev_yaml, "thrpgev_t", NULL},
+                                       {"thratt.yaml", thratt_yaml, "thratt_t", NULL},
+                                       {"thrattl.yaml", thrattl_yaml, "thrattl_t", NULL},
+                                       {"thrg.yaml", thrg_yaml, "thrg_t", NULL},
+                                       {"thrgo.yaml", thrgo_yaml, "thrgo_t", NULL},
+                                       {"thrgp.yaml", thrgp_yaml, "thrgp_t", NULL},
+                                       {"thrgb.yaml", thrgb_yaml, "thrgb_t", NULL},
+                                       {"thrgbl.yaml", thrgbl_yaml, "thrgbl_t", NULL},
+                                       {"thras.yaml", thras_yaml, "thras_t", NULL},
+                                       {"thrasl.yaml", thrasl_yaml, "thrasl_t", NULL},
+                                       {"thrao.yaml", thrao_yaml, "thrao_t", NULL},
+                                       {"thraol.yaml", thraol_yaml, "thraol_t", NULL},
+                                       {"thrae.yaml", thrae_yaml, "thrae_t", NULL},
+                                       {"thrag.yaml", thrag_yaml, "thrag_t", NULL},
+                                       {"thraeg.yaml", thraeg_yaml, "thraeg_t", NULL},
+                                       {"thrbe.yaml", thrbe_yaml, "thrbe_t", NULL},
+                                       {"thrbes.yaml", thrbes_yaml, "thrbes_t", NULL},
+                                       {"thrbeg.yaml", thrbeg_yaml, "thrbeg_t", NULL},
+                                       {"thrkr.yaml", thrkr_yaml, "thrkr_t", "kv_budget=0.5"},
+                                       {"thrar.yaml", thrar_yaml, "thrar_t", "kv_budget=0.5"},
+                                       {"thrars.yaml", thrars_yaml, "thrars_t", "kv_budget=0.5"},
+                                       {"thrbr.yaml", thrbr_yaml, "thrbr_t", "kv_budget=0.5"}};
 
 /* On shares: 5 layers x 4 KV heads x 8 decode steps = 160 masks, each equal to select() over
  * the session's values (ties at the threshold within the stated bound), every op as
@@ -174,8 +196,8 @@ static void thr_on(const char *pn, const shape *s)
     th_cli_expect(out, sizeof out, 0,
                   "bytes and rounds of every op of the 9 steps equal the "
                   "prediction: yes",
-                  "validate --model stories260K -p %s --accuracy 24 --prompt 16 --policy '%s'", pn,
-                  yaml);
+                  "validate --model stories260K -p %s --accuracy 24 --prompt 16 --policy '%s'%s%s",
+                  pn, yaml, s->param ? " --policy-param " : "", s->param ? s->param : "");
     ck_assert_msg(!strstr(out, "has no selection on shares"), "%s", out);
     snprintf(own, sizeof own, "selection on shares from %s's own emitted ops", s->name);
     ck_assert_msg(strstr(out, own), "%s", out);
@@ -270,7 +292,18 @@ END_TEST
 START_TEST(test_thr_bounds_every)
 {
     static const char *const pn[] = {"semi2k", "aby3"};
-    for (int i = BOUNDS_FROM; i < N_SHAPES; i++)
+    for (int i = BOUNDS_FROM; i < BUDGET_FROM; i++)
+        thr_on(pn[_i], &shapes[i]);
+}
+END_TEST
+
+/* Under a kv_budget fraction (shapes 27 to 30): every N replayed with a NOTE before, "cost
+ * declared"; attention at every step ran on shares and failed its audit (each step's decision
+ * made over the candidates of the step before's budget). */
+START_TEST(test_thr_budget)
+{
+    static const char *const pn[] = {"semi2k", "aby3"};
+    for (int i = BUDGET_FROM; i < N_SHAPES; i++)
         thr_on(pn[_i], &shapes[i]);
 }
 END_TEST
@@ -283,7 +316,8 @@ START_TEST(test_thr_check)
     for (int i = 0; i < N_SHAPES; i++) {
         char *yaml = strdup(th_file(&td, shapes[i].file, shapes[i].text));
         snprintf(want, sizeof want, "%s: match", shapes[i].name);
-        th_cli_expect(out, sizeof out, 0, want, "policy check '%s' --prompt 16", yaml);
+        th_cli_expect(out, sizeof out, 0, want, "policy check '%s' --prompt 16%s%s", yaml,
+                      shapes[i].param ? " --param " : "", shapes[i].param ? shapes[i].param : "");
         ck_assert_uint_eq(th_chosen(out), 640);
         if (i == 1) {
             th_cli_expect(out, sizeof out, 0, want, "policy check '%s' --prompt 17 --param sinks=6",
@@ -409,20 +443,21 @@ END_TEST
 /* `mpcsim run`'s cost path (the replay's emit_cost at its kept counts, the lowering attending
  * the rows the composition's attend hook states) costs each decode step as the session's
  * program (fixture_same_as_cost_path): every candidate attended, the comparisons its ops. */
-static void same_as_cost_path(const char *policy, const char *pn)
+static void same_as_cost_path(const shape *s, const char *pn)
 {
-    fixture_same_as_cost_path(&sf, pn, N, P, policy, NULL, 0, "rows", 0, NULL, NULL);
+    fixture_same_as_cost_path(&sf, pn, N, P, s->name, s->param ? &s->param : NULL, s->param ? 1 : 0,
+                              "rows", 0, NULL, NULL);
 }
 
-/* In two halves: a run loads at most 16 compositions (each test its own process). */
+/* In three parts: a run loads at most 16 compositions (each test its own process). */
 START_TEST(test_thr_cost_path)
 {
     const char *pn[2] = {"semi2k", "aby3"};
-    int half = (N_SHAPES + 1) / 2, from = _i * half, to = _i ? N_SHAPES : half;
+    int per = (N_SHAPES + 2) / 3, from = _i * per, to = _i == 2 ? N_SHAPES : from + per;
     for (int i = from; i < to; i++) {
         load_shape(&shapes[i]);
         for (int j = 0; j < 2; j++)
-            same_as_cost_path(shapes[i].name, pn[j]);
+            same_as_cost_path(&shapes[i], pn[j]);
     }
 }
 END_TEST
@@ -438,9 +473,10 @@ Suite *thrsec_suite(void)
              test_thr_shared_semi2k, test_thr_shared_aby3, test_thr_once_every_semi2k,
              test_thr_once_every_aby3, test_thr_att_semi2k, test_thr_att_aby3, test_thr_check,
              test_thr_opens_nothing, test_thr_more_opens_nothing);
-    TH_LOOPS(tc, 2, test_thr_cost_path);
+    TH_LOOPS(tc, 3, test_thr_cost_path);
     TH_LOOPS(tc, 2, test_thr_groups);
     TH_LOOPS(tc, 2, test_thr_att_more);
     TH_LOOPS(tc, 2, test_thr_bounds_every);
+    TH_LOOPS(tc, 2, test_thr_budget);
     return s;
 }

@@ -615,18 +615,24 @@ static int knperm_real(const cstate *s, uint32_t layer, uint32_t kv_len, compose
     return ok;
 }
 
-/* A threshold of key norms or page bounds at every step, on real operands (compose_thr.c). */
+/* select()'s budget (budget above) as compose_att.c and compose_thr.c read it. */
+static void att_budget(const void *st, uint32_t layer, uint32_t T, compose_att_budget *u)
+{
+    budget(st, layer, T, &u->sinks, &u->recent, &u->k);
+}
+
+/* A threshold of key norms, page bounds or attention on real operands (compose_thr.c). */
 static int cs_emit_thr(cstate *s, int phase, uint32_t layer, uint32_t kv_len, op_program *prog,
                        errbuf *e)
 {
-    uint32_t sinks, recent, k, Hkv = s->env.n_kv_heads, lead = leader(s, layer);
-    budget(s, lead, kv_len, &sinks, &recent, &k);
+    uint32_t Hkv = s->env.n_kv_heads, lead = leader(s, layer);
     compose_thr t = {.env = &s->env, .score = s->sp->score, .shared = s->sp->share_all};
+    t.st = s, t.budget = att_budget;
     t.S = s->page, t.max_pages = s->max_pages, t.thr = s->thr, t.once = s->sp->when == W_ONCE;
     t.lead = lead, t.group = s->sp->lshare > 1;
     t.norms = s->score ? s->score + (size_t)lead * Hkv * s->env.max_len : NULL;
     t.qmax = s->qmax ? s->qmax[lead] : 0, t.kmax = s->kmax ? s->kmax[lead] : 0;
-    t.every = s->every, t.sinks = sinks, t.recent = recent, t.last = s->sp->att_last;
+    t.every = s->every, t.last = s->sp->att_last;
     return compose_thr_emit(&t, phase, layer, kv_len, prog, s->sl->name, e);
 }
 
@@ -680,11 +686,6 @@ static int cs_emit_window(cstate *s, int phase, uint32_t layer, uint32_t kv_len,
     if (s->sp->lshare > 1 && oh != OP_NONE)
         compose_lead_put(&b, oh, OP_NONE, Hkv, k, c1 - c0);
     return policy_emit_done(&b, s->sl->name, e);
-}
-
-static void att_budget(const void *st, uint32_t layer, uint32_t T, compose_att_budget *u)
-{
-    budget(st, layer, T, &u->sinks, &u->recent, &u->k);
 }
 
 /* Attention re-selected at every step or every N on real operands (compose_att.c). */
@@ -779,7 +780,7 @@ static int cs_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const u
         return cs_emit_window(s, phase, layer, kv_len, prog, e);
     if (sp->score == SC_KEYNORM && sp->sel == K_TOPK && s->page == 1 && !sp->permanent)
         return cs_emit_keynorm(s, phase, layer, kv_len, prog, e);
-    if (compose_thr_shaped(sp, s->every, s->frac)) /* a threshold on shares (compose_thr.c) */
+    if (compose_thr_shaped(sp)) /* a threshold on shares (compose_thr.c) */
         return cs_emit_thr(s, phase, layer, kv_len, prog, e);
     compose_kn kn;
     if (knperm_real(s, layer, kv_len, &kn))
@@ -924,7 +925,7 @@ static void cs_attend(void *st, uint32_t layer, uint32_t kv_len, const uint32_t 
     uint32_t Hkv = s->env.n_kv_heads, R = 0, sinks, recent, k, c0, c1;
     for (uint32_t g = 0; g < Hkv; g++)
         R = kept[g] > R ? kept[g] : R;
-    if (layer >= s->dense && compose_thr_shaped(sp, s->every, s->frac))
+    if (layer >= s->dense && compose_thr_shaped(sp))
         R = kv_len; /* an oblivious threshold attends every entry, the dropped biased out */
     /* once or every N on real operands: the pages of the last selecting step (compose_pages.c) */
     uint32_t P = s->env.prompt_len, at = sp->when == W_ONCE ? P : kv_len - (kv_len - P) % s->every;
@@ -1057,7 +1058,7 @@ int policy_compose_load(const char *path, const policy_ops **out, errbuf *e)
     /* a page-granular top-k at every step gathers whole pages: the lowering attends them */
     if ((has_param(sl, "page") && sp->sel == K_TOPK && !sp->permanent && sp->score != SC_RANDOM &&
          (sp->when == W_STEP || sp->score == SC_KEYNORM)) ||
-        compose_thr_shaped(sp, sp->every, 0))
+        compose_thr_shaped(sp))
         sl->ops.attend = cs_attend;
     if (sp->cluster) {
         compose_cluster_ops(&sl->ops);

@@ -188,21 +188,29 @@ uint32_t compose_keynorm_pages(opb *b, uint32_t nst, uint32_t Hkv, uint32_t c0, 
                                uint32_t S);
 double compose_keynorm_page_tol(uint32_t d, uint32_t S, double M);
 
+/* The sinks, top-k and recent window of a selection over some cached count (compose.c budget). */
+typedef struct compose_att_budget {
+    uint32_t sinks, k, recent;
+} compose_att_budget;
+
 /* A threshold (`select: {threshold: X}`) on key norms of tokens or pages (at every decode step,
  * once after the prompt, or every N steps), on page bounds (at every step or every N), or on
  * attention of tokens (at every step, once or every N), per KV head or (`share: layer`) per
  * layer, shared across layers or not, on real operands (compose_thr.c): the scores compared with
  * the public threshold on shares, every candidate's row attended, a dropped one's attention score
- * biased out (no kept count opened). compose_thr_shaped: its blocks, with `every` N and the
- * kv_budget fraction frac (every N > 1: frac 0, the candidates not moving with the cached count);
- * compose_thr_emit: the ops of a layer and phase at kv_len cached entries. */
+ * biased out (no kept count opened). compose_thr_shaped: its blocks; compose_thr_emit: the ops of
+ * a layer and phase at kv_len cached entries. */
 typedef struct compose_thr {
     const policy_env *env;
     int score;                     /* SC_KEYNORM, SC_BOUNDS or SC_ATT */
     int shared;                    /* one selection per layer (the KV heads' scores summed) */
     int once;                      /* when: once (else every `every` decode steps) */
     int last;                      /* attention: the newest row's, not accumulated */
-    uint32_t every, sinks, recent; /* the candidates: after the sinks, before the window */
+    uint32_t every;                /* selecting every N decode steps (1: every step) */
+    /* select()'s sinks and window of layer over T cached entries, whose candidates a selection
+     * made at T ranks (changing with T under a kv_budget fraction) */
+    const void *st;
+    void (*budget)(const void *st, uint32_t layer, uint32_t T, compose_att_budget *u);
     uint32_t S, max_pages;         /* the page size, pages of max_len */
     double thr;
     const float *norms; /* the layer's carried scores, Hkv × max_len (the tie bound) */
@@ -213,7 +221,7 @@ typedef struct compose_thr {
     uint32_t lead;
     int group;
 } compose_thr;
-int compose_thr_shaped(const cspec *sp, uint32_t every, double frac);
+int compose_thr_shaped(const cspec *sp);
 int compose_thr_emit(const compose_thr *t, int phase, uint32_t layer, uint32_t kv_len,
                      op_program *prog, const char *name, errbuf *e);
 
@@ -229,9 +237,6 @@ float compose_rnd(uint64_t seed, uint32_t l, uint32_t g, uint32_t j);
  * before from the scores select() ranks. compose_att_shaped: its blocks. budget: select()'s sinks,
  * window and top-k of layer over T cached entries (compose.c budget), changing with T where frac (a
  * kv_budget fraction). */
-typedef struct compose_att_budget {
-    uint32_t sinks, k, recent;
-} compose_att_budget;
 typedef struct compose_att {
     const policy_env *env;
     const void *st;

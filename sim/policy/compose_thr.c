@@ -14,13 +14,11 @@
 #include <math.h>
 #include <stdio.h>
 
-int compose_thr_shaped(const cspec *sp, uint32_t every, double frac)
+int compose_thr_shaped(const cspec *sp)
 {
-    int step = sp->when == W_STEP && every <= 1, fixed = sp->when == W_STEP && frac <= 0;
     return sp->sel == K_THRESHOLD && !sp->permanent && !sp->cluster &&
-           ((sp->score == SC_BOUNDS && (step || fixed)) ||
-            (sp->score == SC_ATT && sp->page <= 1 && (step || sp->when == W_ONCE || fixed)) ||
-            (sp->score == SC_KEYNORM && (step || sp->when == W_ONCE || frac <= 0)));
+           ((sp->score == SC_BOUNDS && sp->when == W_STEP) ||
+            (sp->score == SC_ATT && sp->page <= 1) || sp->score == SC_KEYNORM);
 }
 
 /* x (Hkv, nu) of the candidate units [u0, u0 + nu) of S entries as a value per candidate entry
@@ -102,14 +100,18 @@ static double keynorm_err(uint32_t d, uint32_t S, double M, double u)
     return S * (((d + M) / 2 + 2 * d) * u + M * (S + 1) * 0x1p-24);
 }
 
-/* The candidates [*c0, *c1) of the selection the step at T cached entries uses: its own, or every
- * N steps the last selecting step's (the prompt's end or a decode step N apart from it), whose
- * position it returns. */
-static uint32_t att_cand(const compose_thr *t, uint32_t T, uint32_t *c0, uint32_t *c1)
+/* The candidates [*c0, *c1) of the selection the step at T cached entries uses (T the prompt's
+ * length at the prompt): its own, or once the prompt's, or every N steps the last selecting
+ * step's (the prompt's end or a decode step N apart from it), whose position it returns; after
+ * that step's sinks, before its window. */
+static uint32_t thr_cand(const compose_thr *t, uint32_t T, uint32_t *c0, uint32_t *c1)
 {
-    uint32_t P = t->env->prompt_len, at = T - (T - P) % (t->every ? t->every : 1);
-    *c0 = t->sinks < at ? t->sinks : at;
-    *c1 = at - (t->recent < at ? t->recent : at);
+    uint32_t P = t->env->prompt_len;
+    uint32_t at = t->once || T <= P ? P : T - (T - P) % (t->every ? t->every : 1);
+    compose_att_budget u;
+    t->budget(t->st, t->lead, at, &u);
+    *c0 = u.sinks < at ? u.sinks : at;
+    *c1 = at - (u.recent < at ? u.recent : at);
     *c1 = *c1 < *c0 ? *c0 : *c1;
     return at;
 }
@@ -156,7 +158,7 @@ static void att_next(opb *b, const compose_thr *t, uint32_t sc, uint32_t tab, ui
                      uint32_t T)
 {
     uint32_t H = t->env->n_heads, Hkv = t->env->n_kv_heads, d2 = 2 * t->env->head_dim;
-    uint32_t B = t->shared ? 1 : Hkv, c0, c1, at = att_cand(t, T, &c0, &c1);
+    uint32_t B = t->shared ? 1 : Hkv, c0, c1, at = thr_cand(t, T, &c0, &c1);
     char nm[48];
     snprintf(nm, sizeof nm, "cmp.rows_%u", T);
     uint32_t rows = opb_shared(b, nm, OPT_CACHE, Hkv, T, d2);
@@ -207,7 +209,7 @@ static int thr_att_emit(const compose_thr *t, int phase, uint32_t layer, uint32_
 {
     const policy_env *v = t->env;
     uint32_t H = v->n_heads, Hkv = v->n_kv_heads, B = t->shared ? 1 : Hkv, G = H / B;
-    uint32_t d2 = 2 * v->head_dim, c0, c1, at = att_cand(t, T, &c0, &c1);
+    uint32_t d2 = 2 * v->head_dim, c0, c1, at = thr_cand(t, T, &c0, &c1);
     char nm[48];
     opb b;
     opb_init(&b, prog, phase, (int)layer, OPC_POLICY, NULL);
@@ -295,9 +297,7 @@ int compose_thr_emit(const compose_thr *t, int phase, uint32_t layer, uint32_t k
     int pre = phase == PHASE_PREFILL;
     /* the step whose candidates are selected: this one, or (once, every N) the last selecting
      * one, the prompt's end or a decode step N apart from it */
-    uint32_t P = v->prompt_len, at = pre || t->once ? P : kv_len - (kv_len - P) % t->every;
-    uint32_t c0 = t->sinks < at ? t->sinks : at, c1 = at - (t->recent < at ? t->recent : at);
-    c1 = c1 < c0 ? c0 : c1;
+    uint32_t P = v->prompt_len, c0, c1, at = thr_cand(t, pre ? P : kv_len, &c0, &c1);
     uint32_t u0 = c0 / S, nu = c1 > c0 ? (c1 + S - 1) / S - u0 : 0;
     /* a score at tol of thr is compared the other way round than select() where it is within
      * its own error of thr, and thr's fixed point within u of thr */
