@@ -145,15 +145,33 @@ static const char thrbr_yaml[] = "name: thrbr_t\nsinks: 4\nrecent: 4\nscore: pag
                                  "granularity: {page: 4}\nwhen: {every: 2}\n"
                                  "kv_budget: {recent: rest}\nselect: {threshold: 2}\n";
 
+/* Window votes once after the prompt (SnapKV's score: the last 4 prompt queries' attention,
+ * pooled over 3 neighbours, each KV head's query heads' mean): beside a window of 4 with max
+ * pooling, at least 0.05; beside 2 sinks and a window of 5 with average pooling, one per layer,
+ * at least 0.1; unpooled, shared by pairs of layers, at least 0.05. */
+static const char thrwv_yaml[] =
+    "name: thrwv_t\nrecent: 4\nwhen: once\n"
+    "score: {window_attention: {window: 4, kernel: 3, pooling: maxpool}}\n"
+    "select: {threshold: 0.05}\n";
+static const char thrwva_yaml[] =
+    "name: thrwva_t\nsinks: 2\nrecent: 5\nwhen: once\nshare: layer\n"
+    "score: {window_attention: {window: 4, kernel: 3, pooling: avgpool}}\n"
+    "select: {threshold: 0.1}\n";
+static const char thrwvg_yaml[] = "name: thrwvg_t\nrecent: 4\nwhen: once\n"
+                                  "score: {window_attention: {window: 4, kernel: 1}}\n"
+                                  "share: {heads: kv_head, layers: 2}\n"
+                                  "select: {threshold: 0.05}\n";
+
 typedef struct shape {
     const char *file, *text, *name;
     const char *param; /* a policy parameter key=value, or NULL */
 } shape;
 
-#define N_SHAPES 31
+#define N_SHAPES 34
 #define ATT_FROM 17    /* the attention shapes beyond every step per KV head */
 #define BOUNDS_FROM 24 /* page bounds every N */
 #define BUDGET_FROM 27 /* under a kv_budget fraction */
+#define WINDOW_FROM 31 /* window votes */
 static const shape shapes[N_SHAPES] = {{"thr.yaml", thr_yaml, "thr_t", NULL},
                                        {"thrpg.yaml", thrpg_yaml, "thrpg_t", NULL},
                                        {"thrpb.yaml", thrpb_yaml, "thrpb_t", NULL},
@@ -184,7 +202,10 @@ static const shape shapes[N_SHAPES] = {{"thr.yaml", thr_yaml, "thr_t", NULL},
                                        {"thrkr.yaml", thrkr_yaml, "thrkr_t", "kv_budget=0.5"},
                                        {"thrar.yaml", thrar_yaml, "thrar_t", "kv_budget=0.5"},
                                        {"thrars.yaml", thrars_yaml, "thrars_t", "kv_budget=0.5"},
-                                       {"thrbr.yaml", thrbr_yaml, "thrbr_t", "kv_budget=0.5"}};
+                                       {"thrbr.yaml", thrbr_yaml, "thrbr_t", "kv_budget=0.5"},
+                                       {"thrwv.yaml", thrwv_yaml, "thrwv_t", NULL},
+                                       {"thrwva.yaml", thrwva_yaml, "thrwva_t", NULL},
+                                       {"thrwvg.yaml", thrwvg_yaml, "thrwvg_t", NULL}};
 
 /* On shares: 5 layers x 4 KV heads x 8 decode steps = 160 masks, each equal to select() over
  * the session's values (ties at the threshold within the stated bound), every op as
@@ -303,8 +324,37 @@ END_TEST
 START_TEST(test_thr_budget)
 {
     static const char *const pn[] = {"semi2k", "aby3"};
-    for (int i = BUDGET_FROM; i < N_SHAPES; i++)
+    for (int i = BUDGET_FROM; i < WINDOW_FROM; i++)
         thr_on(pn[_i], &shapes[i]);
+}
+END_TEST
+
+/* Window votes (shapes 31 to 33): replayed with a NOTE before, "cost declared". */
+START_TEST(test_thr_window)
+{
+    static const char *const pn[] = {"semi2k", "aby3"};
+    for (int i = WINDOW_FROM; i < N_SHAPES; i++)
+        thr_on(pn[_i], &shapes[i]);
+}
+END_TEST
+
+/* With a window of 2 the candidates reach into the voting queries' own rows (c1 > P − window),
+ * whose votes select() reads and the ops do not compute: it keeps the replay's kept sets with
+ * the NOTE, every op still as predicted, and `policy check` says "cost declared" (exit 1). */
+START_TEST(test_thr_window_unfit)
+{
+    char out[1 << 14];
+    char *yaml = strdup(th_file(&td, "thrwvn.yaml",
+                                "name: thrwvn_t\nrecent: 2\nwhen: once\n"
+                                "score: {window_attention: {window: 4, kernel: 3}}\n"
+                                "select: {threshold: 0.05}\n"));
+    th_cli_expect(out, sizeof out, 0, "NOTE: thrwvn_t has no selection on shares",
+                  "validate --model stories260K -p semi2k --accuracy 24 --prompt 16 --policy '%s'",
+                  yaml);
+    ck_assert_msg(strstr(out, "prediction: yes"), "%s", out);
+    th_cli_expect(out, sizeof out, 1, "thrwvn_t: cost declared", "policy check '%s' --prompt 16",
+                  yaml);
+    free(yaml);
 }
 END_TEST
 
@@ -382,13 +432,14 @@ START_TEST(test_thr_opens_nothing)
 }
 END_TEST
 
-/* The attention shapes' and page bounds' every N ops open nothing either, at the step that
- * decides (a prompt of 16, 8 query heads on 4 KV heads): one comparison per candidate and
- * selection (attention, a window of 4, beside 2 sinks or not: 29 or 27 candidates of 33
+/* The attention shapes', page bounds' every N and window votes' ops open nothing either, at the
+ * step that decides (a prompt of 16, 8 query heads on 4 KV heads): one comparison per candidate
+ * and selection (attention, a window of 4, beside 2 sinks or not: 29 or 27 candidates of 33
  * entries, 28 or 30 of 34, 12 or 10 of the prompt; pages of 4: 9 of 34 entries, 7 after 4 sinks
- * of 32, 8 of 29 candidates; per KV head or one per layer), none at a step between selections
- * or in a later layer of a group; a decode step names every cached row (once, pages: the
- * candidates of the deciding step, the rest public), biased by the decision. */
+ * of 32, 8 of 29 candidates; votes: 12 of the prompt, 9 between 2 sinks and a window of 5; per
+ * KV head or one per layer), none at a step between selections or in a later layer of a group;
+ * a decode step names every cached row (once, pages: the candidates of the deciding step, the
+ * rest public), biased by the decision. */
 START_TEST(test_thr_more_opens_nothing)
 {
     static const struct {
@@ -402,7 +453,9 @@ START_TEST(test_thr_more_opens_nothing)
              {23, PHASE_DECODE, 0, 33, 30, 33},  {23, PHASE_DECODE, 1, 33, 0, 33},
              {24, PHASE_DECODE, 0, 34, 36, 34},  {24, PHASE_DECODE, 0, 33, 0, 31},
              {25, PHASE_DECODE, 0, 32, 7, 28},   {25, PHASE_DECODE, 1, 33, 0, 28},
-             {26, PHASE_DECODE, 0, 32, 32, 29},  {26, PHASE_DECODE, 0, 33, 0, 29}};
+             {26, PHASE_DECODE, 0, 32, 32, 29},  {26, PHASE_DECODE, 0, 33, 0, 29},
+             {31, PHASE_PREFILL, 0, 16, 48, 0},  {31, PHASE_DECODE, 0, 32, 0, 12},
+             {32, PHASE_PREFILL, 0, 16, 9, 0},   {33, PHASE_DECODE, 1, 32, 0, 12}};
     for (size_t i = 0; i < sizeof c / sizeof *c; i++) {
         const policy_ops *p = load_shape(&shapes[c[i].shape]);
         policy_env env = {.n_layers = 2,
@@ -472,11 +525,12 @@ Suite *thrsec_suite(void)
              test_thr_pages_aby3, test_thr_bounds_semi2k, test_thr_bounds_aby3,
              test_thr_shared_semi2k, test_thr_shared_aby3, test_thr_once_every_semi2k,
              test_thr_once_every_aby3, test_thr_att_semi2k, test_thr_att_aby3, test_thr_check,
-             test_thr_opens_nothing, test_thr_more_opens_nothing);
+             test_thr_opens_nothing, test_thr_more_opens_nothing, test_thr_window_unfit);
     TH_LOOPS(tc, 3, test_thr_cost_path);
     TH_LOOPS(tc, 2, test_thr_groups);
     TH_LOOPS(tc, 2, test_thr_att_more);
     TH_LOOPS(tc, 2, test_thr_bounds_every);
     TH_LOOPS(tc, 2, test_thr_budget);
+    TH_LOOPS(tc, 2, test_thr_window);
     return s;
 }

@@ -633,7 +633,22 @@ static int cs_emit_thr(cstate *s, int phase, uint32_t layer, uint32_t kv_len, op
     t.norms = s->score ? s->score + (size_t)lead * Hkv * s->env.max_len : NULL;
     t.qmax = s->qmax ? s->qmax[lead] : 0, t.kmax = s->kmax ? s->kmax[lead] : 0;
     t.every = s->every, t.last = s->sp->att_last;
+    t.window = s->window, t.kernel = s->kernel, t.maxpool = s->maxpool;
     return compose_thr_emit(&t, phase, layer, kv_len, prog, s->sl->name, e);
+}
+
+/* Whether every selecting layer's candidates at the prompt end inside the voted entries
+ * (c1 ≤ P − window: a recent window at least the vote window). */
+static int votes_fit(const cstate *s)
+{
+    uint32_t P = s->env.prompt_len, sinks, recent, k, c0, c1;
+    for (uint32_t l = s->dense; l < s->env.n_layers; l++) {
+        budget(s, l, P, &sinks, &recent, &k);
+        cand_range(P, sinks, recent, &c0, &c1);
+        if (c1 + s->window > P)
+            return 0;
+    }
+    return 1;
 }
 
 /* Window votes once after the prompt (SnapKV's blocks), on real operands with snapkv's ops
@@ -647,17 +662,14 @@ static int cs_emit_thr(cstate *s, int phase, uint32_t layer, uint32_t kv_len, op
 static int window_real(const cstate *s)
 {
     const cspec *sp = s->sp;
-    uint32_t P = s->env.prompt_len, sinks, recent, k, c0, c1;
-    if (sp->score != SC_WINDOW || sp->sel != K_TOPK || sp->when != W_ONCE || sp->permanent ||
-        s->page != 1 || sp->share_all)
-        return 0;
-    for (uint32_t l = s->dense; l < s->env.n_layers; l++) {
-        budget(s, l, P, &sinks, &recent, &k);
-        cand_range(P, sinks, recent, &c0, &c1);
-        if (c1 + s->window > P)
-            return 0;
-    }
-    return 1;
+    return sp->score == SC_WINDOW && sp->sel == K_TOPK && sp->when == W_ONCE && !sp->permanent &&
+           s->page == 1 && !sp->share_all && votes_fit(s);
+}
+
+/* A threshold on real operands (compose_thr.c), window votes where they fit. */
+static int thr_real(const cstate *s)
+{
+    return compose_thr_shaped(s->sp) && (s->sp->score != SC_WINDOW || votes_fit(s));
 }
 
 static int cs_emit_window(cstate *s, int phase, uint32_t layer, uint32_t kv_len, op_program *prog,
@@ -780,7 +792,7 @@ static int cs_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const u
         return cs_emit_window(s, phase, layer, kv_len, prog, e);
     if (sp->score == SC_KEYNORM && sp->sel == K_TOPK && s->page == 1 && !sp->permanent)
         return cs_emit_keynorm(s, phase, layer, kv_len, prog, e);
-    if (compose_thr_shaped(sp)) /* a threshold on shares (compose_thr.c) */
+    if (thr_real(s)) /* a threshold on shares (compose_thr.c) */
         return cs_emit_thr(s, phase, layer, kv_len, prog, e);
     compose_kn kn;
     if (knperm_real(s, layer, kv_len, &kn))
@@ -925,7 +937,7 @@ static void cs_attend(void *st, uint32_t layer, uint32_t kv_len, const uint32_t 
     uint32_t Hkv = s->env.n_kv_heads, R = 0, sinks, recent, k, c0, c1;
     for (uint32_t g = 0; g < Hkv; g++)
         R = kept[g] > R ? kept[g] : R;
-    if (layer >= s->dense && compose_thr_shaped(sp))
+    if (layer >= s->dense && thr_real(s))
         R = kv_len; /* an oblivious threshold attends every entry, the dropped biased out */
     /* once or every N on real operands: the pages of the last selecting step (compose_pages.c) */
     uint32_t P = s->env.prompt_len, at = sp->when == W_ONCE ? P : kv_len - (kv_len - P) % s->every;

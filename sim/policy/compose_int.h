@@ -194,24 +194,27 @@ typedef struct compose_att_budget {
 } compose_att_budget;
 
 /* A threshold (`select: {threshold: X}`) on key norms of tokens or pages (at every decode step,
- * once after the prompt, or every N steps), on page bounds (at every step or every N), or on
- * attention of tokens (at every step, once or every N), per KV head or (`share: layer`) per
- * layer, shared across layers or not, on real operands (compose_thr.c): the scores compared with
- * the public threshold on shares, every candidate's row attended, a dropped one's attention score
- * biased out (no kept count opened). compose_thr_shaped: its blocks; compose_thr_emit: the ops of
- * a layer and phase at kv_len cached entries. */
+ * once after the prompt, or every N steps), on page bounds (at every step or every N), on
+ * attention of tokens (at every step, once or every N), or on window votes of tokens once after
+ * the prompt (where the candidates end inside the voted entries), per KV head or (`share: layer`)
+ * per layer, shared across layers or not, on real operands (compose_thr.c): the scores compared
+ * with the public threshold on shares, every candidate's row attended, a dropped one's attention
+ * score biased out (no kept count opened). compose_thr_shaped: its blocks; compose_thr_emit: the
+ * ops of a layer and phase at kv_len cached entries. */
 typedef struct compose_thr {
     const policy_env *env;
-    int score;                     /* SC_KEYNORM, SC_BOUNDS or SC_ATT */
-    int shared;                    /* one selection per layer (the KV heads' scores summed) */
-    int once;                      /* when: once (else every `every` decode steps) */
-    int last;                      /* attention: the newest row's, not accumulated */
-    uint32_t every;                /* selecting every N decode steps (1: every step) */
+    int score;               /* SC_KEYNORM, SC_BOUNDS or SC_ATT */
+    int shared;              /* one selection per layer (the KV heads' scores summed) */
+    int once;                /* when: once (else every `every` decode steps) */
+    int last;                /* attention: the newest row's, not accumulated */
+    uint32_t window, kernel; /* window votes: the voting queries, the pooling kernel */
+    int maxpool;             /* window votes: max (else average) pooling */
+    uint32_t every;          /* selecting every N decode steps (1: every step) */
     /* select()'s sinks and window of layer over T cached entries, whose candidates a selection
      * made at T ranks (changing with T under a kv_budget fraction) */
     const void *st;
     void (*budget)(const void *st, uint32_t layer, uint32_t T, compose_att_budget *u);
-    uint32_t S, max_pages;         /* the page size, pages of max_len */
+    uint32_t S, max_pages; /* the page size, pages of max_len */
     double thr;
     const float *norms; /* the layer's carried scores, Hkv × max_len (the tie bound) */
     double qmax, kmax;  /* page bounds: the step's largest |query| and |key| element */

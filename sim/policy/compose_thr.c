@@ -1,15 +1,17 @@
 /* compose_thr.c — a composition's threshold selection (`select: {threshold: X}`) on real operands,
  * the ops `policy check` runs and the secure session executes on shares (secpol_emit.c): key
  * norms per token or summed per page (at every decode step, once after the prompt, or every N
- * steps), the query against page bounds (at every step or every N), or attention (at every step,
- * once or every N), per KV head or per layer, shared across layers or not, compared with the
- * public threshold obliviously. The kept count is not opened: every candidate's [K | V] row stays
- * in the step's attention, and a dropped one's attention score is biased by −PCHECK_PAD_BIAS
- * before the softmax (pcheck_selection_bias), as quest's padding rows are — nothing of the scores
- * is revealed, and no attention is saved (POLICIES.md "A threshold on shares"). */
+ * steps), the query against page bounds (at every step or every N), attention (at every step,
+ * once or every N) or window votes (once), per KV head or per layer, shared across layers or not,
+ * compared with the public threshold obliviously. The kept count is not opened: every candidate's
+ * [K | V] row stays in the step's attention, and a dropped one's attention score is biased by
+ * −PCHECK_PAD_BIAS before the softmax (pcheck_selection_bias), as quest's padding rows are —
+ * nothing of the scores is revealed, and no attention is saved (POLICIES.md "A threshold on
+ * shares"). */
 #include "compose_int.h"
 #include "page_ops.h"
 #include "pcheck.h"
+#include "policy.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -18,6 +20,7 @@ int compose_thr_shaped(const cspec *sp)
 {
     return sp->sel == K_THRESHOLD && !sp->permanent && !sp->cluster &&
            ((sp->score == SC_BOUNDS && sp->when == W_STEP) ||
+            (sp->score == SC_WINDOW && sp->when == W_ONCE && sp->page <= 1) ||
             (sp->score == SC_ATT && sp->page <= 1) || sp->score == SC_KEYNORM);
 }
 
@@ -288,6 +291,59 @@ static uint32_t att_prompt_scores(opb *b, const compose_thr *t, uint32_t P)
     return nst;
 }
 
+/* Window votes once after the prompt (SnapKV's score, snapkv's ops): at the prompt the votes of the
+ * window's queries over the candidates, pooled and summed over each KV head's query heads (and
+ * shared per layer over the KV heads), one LT per candidate and selection against the threshold
+ * on the votes' scale (select()'s mean vote times G·window, and the kernel for average pooling:
+ * snap_votes_emit's sums), the decision and the scores kept as state (views); each decode step
+ * names the prompt's candidates with them, the rest public. A later layer of a group names its
+ * own candidates with its leader's. Only where the candidates end inside the voted entries
+ * (c1 ≤ P − window: the caller checks every layer). */
+static int thr_window_emit(const compose_thr *t, int phase, uint32_t layer, uint32_t kv_len,
+                           op_program *prog, const char *name, errbuf *e)
+{
+    const policy_env *v = t->env;
+    uint32_t H = v->n_heads, Hkv = v->n_kv_heads, G = H / Hkv, B = t->shared ? 1 : Hkv;
+    uint32_t P = v->prompt_len, c0, c1;
+    thr_cand(t, P, &c0, &c1);
+    uint32_t nc = c1 - c0;
+    int own = t->lead == layer, pre = phase == PHASE_PREFILL, f = pcheck_frac_bits();
+    double thr = t->thr * G * t->window * (t->maxpool ? 1 : t->kernel);
+    /* one score's error (snap_votes_tol bounds a swap of two) and thr's fixed point's */
+    double tol =
+        snap_votes_tol(t->window, t->shared ? H : G, t->kernel, t->maxpool, f) / 2 + ldexp(1, -f);
+    opb b;
+    opb_init(&b, prog, phase, (int)layer, OPC_POLICY, NULL);
+    if (!nc || (pre && !own))
+        return policy_emit_done(&b, name, e);
+    uint32_t rst = own ? opb_shared(&b, "cmp.vote_row", OPT_CACHE, B, 1, nc)
+                       : compose_lead_state(&b, t->lead, "cmp.vote_row", B, 1, nc);
+    uint32_t dst = own ? opb_shared(&b, "cmp.drop", OPT_CACHE, H, v->max_len, 1)
+                       : compose_lead_state(&b, t->lead, "cmp.drop", H, v->max_len, 1);
+    if (pre) {
+        /* COST: the votes (snapkv's: local sums, the pooling's MAX per neighbour), one LT per
+         * candidate and selection; the kept count is not opened */
+        uint32_t sc = snap_votes_emit(&b, H, t->window, c1, t->kernel, t->maxpool, Hkv);
+        uint32_t row = sc;
+        if (c0) /* the candidates' columns (views) */
+            row = opb_transpose(&b,
+                                opb_rows(&b, opb_transpose(&b, sc, Hkv, 1, c1, "cmp.vote_col"), Hkv,
+                                         c0, nc, 1, "cmp.vote_cand"),
+                                Hkv, nc, 1, "cmp.vote_cand_row");
+        row = t->shared ? sum_heads(&b, row, Hkv, nc) : row;
+        uint32_t bias = thr_bias(&b, row, B, H, c0, c1, 1, thr);
+        opb_put(&b, row, rst, B, 0, 1, nc);
+        opb_put(&b,
+                opb_op(&b, OP_VIEW, H, nc, 0, 1, bias, OP_NONE, OP_NONE,
+                       opb_tensor(&b, "cmp.drop_col", OPT_TEMP, H, nc, 1), 0, 0, 0),
+                dst, H, c0, nc, 1);
+        return policy_emit_done(&b, name, e);
+    }
+    thr_name(&b, rst, opb_rows(&b, dst, H, c0, nc, 1, "cmp.drop_kept"), B, Hkv, v->head_dim, c0, c1,
+             1, kv_len, thr, tol);
+    return policy_emit_done(&b, name, e);
+}
+
 int compose_thr_emit(const compose_thr *t, int phase, uint32_t layer, uint32_t kv_len,
                      op_program *prog, const char *name, errbuf *e)
 {
@@ -302,6 +358,8 @@ int compose_thr_emit(const compose_thr *t, int phase, uint32_t layer, uint32_t k
     /* a score at tol of thr is compared the other way round than select() where it is within
      * its own error of thr, and thr's fixed point within u of thr */
     double u = ldexp(1, -pcheck_frac_bits());
+    if (t->score == SC_WINDOW)
+        return thr_window_emit(t, phase, layer, kv_len, prog, name, e);
     if (t->score == SC_ATT && !t->once)
         return thr_att_emit(t, phase, layer, kv_len, prog, name, e);
     opb b;
