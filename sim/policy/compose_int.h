@@ -233,6 +233,11 @@ int compose_thr_emit(const compose_thr *t, int phase, uint32_t layer, uint32_t k
  * bound score quest's (page_bound_score). */
 float compose_rnd(uint64_t seed, uint32_t l, uint32_t g, uint32_t j);
 
+/* The KV heads' rows x (Hkv, 1, n) of a score summed: a new row nm (1, 1, n), one selection per
+ * layer (`share: layer`) — a transposition and a product with public ones, local (compose_score.c;
+ * its temporaries named after nm). */
+uint32_t compose_heads_sum(opb *b, uint32_t x, uint32_t Hkv, uint32_t n, const char *nm);
+
 /* An attention-scored token composition re-selecting at every step (accumulated, or the newest
  * row's: last) or every N steps, per KV head or one per layer of every head's scores summed (a
  * pyramid: each layer its count), with a recent window and sinks (public rows before the

@@ -37,16 +37,6 @@ double compose_keynorm_tol(uint32_t Hkv, uint32_t d, int shared, double M)
     return 2 * (((n + M) / 2 + 2 * n) * u + M * rel);
 }
 
-/* The candidates' norms cand (Hkv, nc, 1) summed over the KV heads: (1, 1, nc) (a product of
- * the (nc, Hkv) transposition with public ones: local). */
-static uint32_t heads_sum(opb *b, uint32_t cand, uint32_t Hkv, uint32_t nc)
-{
-    uint32_t t = opb_transpose(b, cand, 1, Hkv, nc, "cmp.cand_heads");
-    uint32_t sum = opb_matmul_pub(b, t, opb_shared(b, "cmp.hsum_ones", OPT_PUBLIC, 1, Hkv, 1), nc,
-                                  Hkv, 1, opb_tensor(b, "cmp.cand_sum", OPT_TEMP, 1, nc, 1));
-    return opb_transpose(b, sum, 1, nc, 1, "cmp.sum_row");
-}
-
 /* The candidates' norms of the state nst (Hkv, max_len, 1) as a row per KV head, or shared the
  * layer's sum as each KV head's (views and local products): the scores a selection ranks. */
 static uint32_t cand_row(opb *b, uint32_t nst, uint32_t Hkv, uint32_t c0, uint32_t nc, int shared)
@@ -54,7 +44,8 @@ static uint32_t cand_row(opb *b, uint32_t nst, uint32_t Hkv, uint32_t c0, uint32
     uint32_t cand = opb_rows(b, nst, Hkv, c0, nc, 1, "cmp.cand");
     if (!shared || Hkv == 1)
         return opb_transpose(b, cand, Hkv, nc, 1, "cmp.cand_row");
-    return opb_repeat(b, heads_sum(b, cand, Hkv, nc), 1, nc, Hkv, "cmp.sum_heads");
+    return opb_repeat(b, compose_heads_sum(b, cand, Hkv, nc, "cmp.sum_row"), 1, nc, Hkv,
+                      "cmp.sum_heads");
 }
 
 /* The top k of the candidates [c0, c1) of the norms nst, per KV head or (shared) one per layer,
@@ -70,7 +61,7 @@ static uint32_t topk_gather(opb *b, uint32_t nst, uint32_t Hkv, uint32_t d, uint
     if (shared && Hkv > 1) {
         /* COST: one top-k per layer of the KV heads' summed norms, its one-hot as each KV
          * head's (local) */
-        uint32_t srow = heads_sum(b, cand, Hkv, nc),
+        uint32_t srow = compose_heads_sum(b, cand, Hkv, nc, "cmp.sum_row"),
                  one = opb_tensor(b, "cmp.topk", OPT_TEMP, 1, k, nc);
         opb_op(b, OP_TOPK, 1, 1, 0, nc, srow, OP_NONE, OP_NONE, one, 0, (int32_t)k, 0);
         oh = opb_repeat(b, one, 1, k * nc, Hkv, "cmp.topk_heads");

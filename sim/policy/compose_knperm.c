@@ -49,15 +49,6 @@ static uint32_t columns(opb *b, uint32_t x, uint32_t Hkv, uint32_t R, uint32_t F
     return opb_transpose(b, opb_rows(b, t, Hkv, c0, n, R, c_nm), Hkv, n, R, nm);
 }
 
-/* x (Hkv, 1, n) summed over the KV heads: (1, 1, n) (a transposition and a product with public
- * ones, local). */
-static uint32_t heads_row(opb *b, uint32_t x, uint32_t Hkv, uint32_t n, const char *nm)
-{
-    char s[48];
-    snprintf(s, sizeof s, "%.40s_sum", nm);
-    return opb_transpose(b, opb_colsum(b, x, 1, Hkv, n, s), 1, n, 1, nm);
-}
-
 int compose_knperm_emit(const compose_kn *kn, int phase, uint32_t layer, uint32_t kv_len,
                         op_program *prog, const char *name, errbuf *e)
 {
@@ -80,7 +71,7 @@ int compose_knperm_emit(const compose_kn *kn, int phase, uint32_t layer, uint32_
                                  nc, d, "cmp.table");
         uint32_t row = opb_transpose(&b, cn, Hkv, nc, 1, "cmp.cand_row");
         if (B == 1) /* one per layer: the KV heads' summed norms (local) */
-            row = heads_row(&b, row, Hkv, nc, "cmp.cand_sum");
+            row = compose_heads_sum(&b, row, Hkv, nc, "cmp.cand_sum");
         uint32_t oh = opb_tensor(&b, "cmp.topk", OPT_TEMP, B, k, nc);
         opb_op(&b, OP_TOPK, B, 1, 0, nc, row, OP_NONE, OP_NONE, oh, 0, (int32_t)k, 0);
         if (B == 1) /* its one-hot rows as each KV head's (local) */
@@ -104,7 +95,7 @@ int compose_knperm_emit(const compose_kn *kn, int phase, uint32_t layer, uint32_
         uint32_t sc = opb_transpose(&b, columns(&b, cand, Hkv, k + 1, F, 2 * d, 1, "cmp.evict_sc"),
                                     Hkv, k + 1, 1, "cmp.evict_row");
         if (B == 1) /* one per layer: each candidate's norms summed over the KV heads (local) */
-            sc = heads_row(&b, sc, Hkv, k + 1, "cmp.evict_sum");
+            sc = compose_heads_sum(&b, sc, Hkv, k + 1, "cmp.evict_sum");
         uint32_t neg =
             opb_op(&b, OP_MUL_PUB, B, 1, 0, k + 1, sc, OP_NONE, OP_NONE,
                    opb_tensor(&b, "cmp.evict_neg", OPT_TEMP, B, 1, k + 1), OPF_NO_TRUNC, 0, -1.0);
@@ -129,7 +120,7 @@ int compose_knperm_emit(const compose_kn *kn, int phase, uint32_t layer, uint32_
     uint32_t row = opb_transpose(&b, opb_rows(&b, nst, Hkv, c0, nc, 1, "cmp.cand"), Hkv, nc, 1,
                                  "cmp.cand_row");
     if (B == 1) /* the layer's sums as each KV head's (local) */
-        row = opb_repeat(&b, heads_row(&b, row, Hkv, nc, "cmp.cand_sum"), 1, nc, Hkv,
+        row = opb_repeat(&b, compose_heads_sum(&b, row, Hkv, nc, "cmp.cand_sum"), 1, nc, Hkv,
                          "cmp.sum_heads");
     pcheck_selection(&b, columns(&b, rows, Hkv, k, F, 0, 2 * d, "cmp.kept_kv"), k, c0, c1, row,
                      compose_keynorm_tol(Hkv, d, B == 1, kn->M));

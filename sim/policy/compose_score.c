@@ -1,6 +1,8 @@
 /* compose_score.c — the random block's plain score (compose.c): a number per entry from a
- * public seed; the pyramid's per-layer budgets. */
+ * public seed; the pyramid's per-layer budgets; the KV heads' sum of a score row on shares. */
 #include "compose_int.h"
+
+#include <stdio.h>
 
 /* A uniform number in [0, 1) from (seed, layer, head, position) (splitmix64). */
 float compose_rnd(uint64_t seed, uint32_t l, uint32_t g, uint32_t j)
@@ -29,4 +31,11 @@ uint32_t compose_pyramid_k(int64_t P, int64_t C, int64_t w, int64_t beta, int64_
     }
     int64_t step = L > 1 ? (hi - lo) / (L - 1) : 0, b = hi - l * step;
     return b < 0 ? 0 : (uint32_t)b;
+}
+
+uint32_t compose_heads_sum(opb *b, uint32_t x, uint32_t Hkv, uint32_t n, const char *nm)
+{
+    char s[48];
+    snprintf(s, sizeof s, "%.40s_sum", nm);
+    return opb_transpose(b, opb_colsum(b, x, 1, Hkv, n, s), 1, n, 1, nm);
 }

@@ -82,17 +82,6 @@ static void thr_name(opb *b, uint32_t row, uint32_t bias, uint32_t B, uint32_t H
     pcheck_selection_threshold(b, thr);
 }
 
-/* The KV heads' rows (Hkv, 1, n) summed: (1, 1, n) (a transposition and a product with public
- * ones, local). */
-static uint32_t sum_heads(opb *b, uint32_t row, uint32_t Hkv, uint32_t n)
-{
-    uint32_t t = opb_transpose(b, row, 1, Hkv, n, "cmp.heads_t");
-    uint32_t ones = opb_shared(b, "cmp.heads_sum_ones", OPT_PUBLIC, 1, Hkv, 1);
-    uint32_t sum =
-        opb_matmul_pub(b, t, ones, n, Hkv, 1, opb_tensor(b, "cmp.heads_sum", OPT_TEMP, 1, n, 1));
-    return opb_transpose(b, sum, 1, n, 1, "cmp.heads_row");
-}
-
 /* The error bound of the ops' key norm of one entry against select()'s float one (as
  * compose_keynorm.c keynorm_tol, one score's): keys on f fractional bits, each square
  * truncated, summed exactly: |ŝ − s| ≤ √d·‖k‖·2⁻ᶠ + 2d·2⁻ᶠ ≤ ((d + s)/2 + 2d)·2⁻ᶠ, the float's
@@ -330,7 +319,7 @@ static int thr_window_emit(const compose_thr *t, int phase, uint32_t layer, uint
                                 opb_rows(&b, opb_transpose(&b, sc, Hkv, 1, c1, "cmp.vote_col"), Hkv,
                                          c0, nc, 1, "cmp.vote_cand"),
                                 Hkv, nc, 1, "cmp.vote_cand_row");
-        row = t->shared ? sum_heads(&b, row, Hkv, nc) : row;
+        row = t->shared ? compose_heads_sum(&b, row, Hkv, nc, "cmp.heads_row") : row;
         uint32_t bias = thr_bias(&b, row, B, H, c0, c1, 1, thr);
         opb_put(&b, row, rst, B, 0, 1, nc);
         opb_put(&b,
@@ -382,7 +371,7 @@ int compose_thr_emit(const compose_thr *t, int phase, uint32_t layer, uint32_t k
         } else {
             if (nu && at == kv_len) { /* a selecting step: the query against the bounds */
                 row = page_bounds_score(&b, "cmp", bst, H, Hkv, u0, nu, d);
-                row = t->shared ? sum_heads(&b, row, Hkv, nu) : row;
+                row = t->shared ? compose_heads_sum(&b, row, Hkv, nu, "cmp.heads_row") : row;
                 bias = thr_bias(&b, row, B, H, c0, c1, S, t->thr);
             }
             if (nu && t->every > 1) {
@@ -447,7 +436,7 @@ int compose_thr_emit(const compose_thr *t, int phase, uint32_t layer, uint32_t k
     uint32_t row = S > 1 ? compose_keynorm_pages(&b, nst, Hkv, c0, c1, S)
                          : opb_transpose(&b, opb_rows(&b, nst, Hkv, c0, nu, 1, "cmp.cand"), Hkv, nu,
                                          1, "cmp.cand_row");
-    row = t->shared ? sum_heads(&b, row, Hkv, nu) : row;
+    row = t->shared ? compose_heads_sum(&b, row, Hkv, nu, "cmp.heads_row") : row;
     uint32_t bias = OP_NONE;
     if (decides) {
         bias = thr_bias(&b, row, B, H, c0, c1, S, thr);
