@@ -750,6 +750,11 @@ static const char shlwv_yaml[] =
     "share: {heads: kv_head, layers: 2}\n"
     "select: {topk: {capacity: 10}}\n";
 
+/* Window votes with one selection per layer (`share: layer`), the top 5 beside a window of 4. */
+static const char wvsl_yaml[] =
+    "name: wvsl_blocks\nrecent: 4\nshare: layer\nwhen: once\n"
+    "score: {window_attention: {window: 4, kernel: 3, pooling: maxpool}}\nselect: {topk: 5}\n";
+
 static void load_one(const char *name, const char *file, const char *text)
 {
     errbuf e = {{0}};
@@ -965,7 +970,8 @@ START_TEST(test_scsec_shared_layers_cost_path)
 END_TEST
 
 /* Their cost path selecting once or every 2 steps (shlonce_yaml, shlevery_yaml, shlwv_yaml),
- * and one per layer (shllo_yaml, shlle_yaml). */
+ * and one per layer (shllo_yaml, shlle_yaml; window votes, wvsl_yaml, not shared across
+ * layers). */
 START_TEST(test_scsec_shared_once_cost_path)
 {
     load_one("shlonce_blocks", "shlonce.yaml", shlonce_yaml);
@@ -973,13 +979,12 @@ START_TEST(test_scsec_shared_once_cost_path)
     load_one("shlwv_blocks", "shlwv.yaml", shlwv_yaml);
     load_one("shllo_blocks", "shllo.yaml", shllo_yaml);
     load_one("shlle_blocks", "shlle.yaml", shlle_yaml);
-    const scase c[5] = {{"shlonce_blocks", {NULL}, 0},
-                        {"shlevery_blocks", {NULL}, 0},
-                        {"shlwv_blocks", {NULL}, 0},
-                        {"shllo_blocks", {NULL}, 0},
-                        {"shlle_blocks", {NULL}, 0}};
+    load_one("wvsl_blocks", "wvsl.yaml", wvsl_yaml);
+    const scase c[6] = {{"shlonce_blocks", {NULL}, 0}, {"shlevery_blocks", {NULL}, 0},
+                        {"shlwv_blocks", {NULL}, 0},   {"shllo_blocks", {NULL}, 0},
+                        {"shlle_blocks", {NULL}, 0},   {"wvsl_blocks", {NULL}, 0}};
     const char *pn[2] = {"semi2k", "aby3"}, *lay[2] = {"rows", "scores"};
-    for (int k = 0; k < 5; k++)
+    for (int k = 0; k < 6; k++)
         for (int i = 0; i < 2; i++)
             for (int j = 0; j < 2; j++)
                 same_as_cost_path(&c[k], pn[i], lay[j]);

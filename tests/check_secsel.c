@@ -105,6 +105,17 @@ static const char wv_shl_yaml[] =
     "name: wv_shl_t\nrecent: 4\n"
     "score: {window_attention: {window: 4, kernel: 3, pooling: maxpool}}\nwhen: once\n"
     "share: {heads: kv_head, layers: 2}\nselect: {topk: {capacity: 10}}\n";
+/* SnapKV's window votes with one selection per layer (`share: layer`: every KV head's votes summed,
+ * one top-k of the layer, each KV head's own rows gathered by it): beside a window of 4 with max
+ * pooling, the top 5; beside 2 sinks with average pooling, shared by pairs of layers, the top 4.
+ * Each kept the replay's kept sets with a NOTE, and policy check said "cost declared". */
+static const char wv_sl_yaml[] =
+    "name: wv_sl_t\nrecent: 4\nshare: layer\nwhen: once\n"
+    "score: {window_attention: {window: 4, kernel: 3, pooling: maxpool}}\nselect: {topk: 5}\n";
+static const char wv_slg_yaml[] =
+    "name: wv_slg_t\nsinks: 2\nrecent: 4\nwhen: once\n"
+    "score: {window_attention: {window: 4, kernel: 3, pooling: avgpool}}\n"
+    "share: {heads: layer, layers: 2}\nselect: {topk: 4}\n";
 
 /* A key-norm composition on shares: 5 layers x 4 KV heads x 8 steps = 160 masks, each choosing
  * 6, equal to its select() over the session's keys, every op as predicted (each kept the
@@ -282,6 +293,21 @@ END_TEST
 START_TEST(test_shared_window_check) { kncomp_check("wv_shl.yaml", wv_shl_yaml, "wv_shl_t"); }
 END_TEST
 
+START_TEST(test_window_layer)
+{
+    static const char *const proto[] = {"semi2k", "aby3"};
+    kncomp_on(proto[_i], "wv_sl.yaml", wv_sl_yaml, "wv_sl_t");
+    kncomp_on(proto[_i], "wv_slg.yaml", wv_slg_yaml, "wv_slg_t");
+}
+END_TEST
+
+START_TEST(test_window_layer_check)
+{
+    kncomp_check("wv_sl.yaml", wv_sl_yaml, "wv_sl_t");
+    kncomp_check("wv_slg.yaml", wv_slg_yaml, "wv_slg_t");
+}
+END_TEST
+
 START_TEST(test_keynorm_blocks) { keynorm_blocks_on("semi2k"); }
 END_TEST
 
@@ -368,7 +394,9 @@ Suite *secsel_suite(void)
              test_keynorm_everysl_aby3, test_keynorm_everysl_check, test_shared_once_semi2k,
              test_shared_once_aby3, test_shared_once_check, test_shared_every_semi2k,
              test_shared_every_aby3, test_shared_every_check, test_shared_window_semi2k,
-             test_shared_window_aby3, test_shared_window_check, test_shared_layer_heads_check);
+             test_shared_window_aby3, test_shared_window_check, test_shared_layer_heads_check,
+             test_window_layer_check);
     TH_LOOPS(tc, 2, test_shared_layer_heads);
+    TH_LOOPS(tc, 2, test_window_layer);
     return s;
 }

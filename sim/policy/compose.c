@@ -656,14 +656,41 @@ static int votes_fit(const cstate *s)
  * summed over each KV head's query heads, the top k of the candidates [c0, c1) gathered into
  * state at the prompt, those rows the decode steps' selection. Only where every selecting
  * layer's candidates end inside the voted entries (c1 ≤ P − window: a recent window at least
- * the vote window), per KV head, on tokens; a layer that keeps none (k = 0: a pyramid's top
- * layers) names no rows. Shared across layers, a later layer of a group gathers its own prompt
- * rows by its first layer's one-hot rows (compose_shlay.c). */
+ * the vote window), per KV head or one per layer (window_layer_select), on tokens; a layer that
+ * keeps none (k = 0: a pyramid's top layers) names no rows. Shared across layers, a later layer of
+ * a group gathers its own prompt rows by its first layer's one-hot rows (compose_shlay.c). */
 static int window_real(const cstate *s)
 {
     const cspec *sp = s->sp;
     return sp->score == SC_WINDOW && sp->sel == K_TOPK && sp->when == W_ONCE && !sp->permanent &&
-           s->page == 1 && !sp->share_all && votes_fit(s);
+           s->page == 1 && votes_fit(s);
+}
+
+/* One selection per layer (`share: layer`) of the window votes sc (Hkv, 1, c1) at the prompt: the
+ * candidates' votes summed over the KV heads, one top k of them, and each KV head's own
+ * candidate rows gathered by its one-hot rows (repeated: local) into snapkv's state, the scores
+ * as each KV head's (snap_select_emit's prompt, one per layer); its one-hot rows returned. */
+static uint32_t window_layer_select(opb *b, uint32_t sc, uint32_t Hkv, uint32_t d2, uint32_t kv_len,
+                                    uint32_t c0, uint32_t c1, uint32_t k)
+{
+    uint32_t n = c1 - c0;
+    if (c0 > 0) /* the candidates' columns (views) */
+        sc = opb_transpose(b,
+                           opb_rows(b, opb_transpose(b, sc, Hkv, 1, c1, "snap.score_col"), Hkv, c0,
+                                    n, 1, "snap.score_cand"),
+                           Hkv, n, 1, "snap.score_row");
+    /* COST: one top-k of the summed votes per layer (the sum local), its one-hot rows as each
+     * KV head's (local), the gather of each KV head's kept rows */
+    uint32_t srow = compose_heads_sum(b, sc, Hkv, n, "snap.score_sum");
+    uint32_t one = opb_tensor(b, "snap.topk", OPT_TEMP, 1, k, n);
+    opb_op(b, OP_TOPK, 1, 1, 0, n, srow, OP_NONE, OP_NONE, one, 0, (int32_t)k, 0);
+    uint32_t oh = opb_repeat(b, one, 1, k * n, Hkv, "snap.topk_heads");
+    uint32_t kv = pcheck_input(b, PCHECK_IN_KV, Hkv, kv_len, d2);
+    opb_op(b, OP_GATHER, Hkv, k, n, d2, oh, opb_rows(b, kv, Hkv, c0, n, d2, "snap.cand"), OP_NONE,
+           opb_shared(b, "snap.kept", OPT_CACHE, Hkv, k, d2), OPF_NO_TRUNC, 0, 0);
+    opb_put(b, opb_repeat(b, srow, 1, n, Hkv, "snap.score_heads"),
+            opb_shared(b, "snap.score_kept", OPT_CACHE, Hkv, 1, n), Hkv, 0, 1, n);
+    return oh;
 }
 
 /* A threshold on real operands (compose_thr.c), window votes where they fit. */
@@ -684,7 +711,9 @@ static int cs_emit_window(cstate *s, int phase, uint32_t layer, uint32_t kv_len,
         return MS_OK; /* every candidate kept: no selection */
     opb b;
     opb_init(&b, prog, phase, (int)layer, OPC_POLICY, NULL);
-    double tol = snap_votes_tol(s->window, s->G, s->kernel, s->maxpool, pcheck_frac_bits());
+    /* shared per layer: a score sums every query head's votes */
+    double tol = snap_votes_tol(s->window, s->sp->share_all ? v->n_heads : s->G, s->kernel,
+                                s->maxpool, pcheck_frac_bits());
     if (lead != layer) { /* its own rows by its leader's one-hot rows (compose_shlay.c) */
         compose_follow_once(&b, phase, lead, Hkv, 2 * v->head_dim, kv_len, c0, c1, k, tol);
         return policy_emit_done(&b, s->sl->name, e);
@@ -694,7 +723,10 @@ static int cs_emit_window(cstate *s, int phase, uint32_t layer, uint32_t kv_len,
         sc = snap_votes_emit(&b, v->n_heads, s->window, c1, s->kernel, s->maxpool, Hkv);
     else if (phase == PHASE_PREFILL)
         pcheck_input(&b, PCHECK_IN_PROMPT_ATT, v->n_heads, s->window, c1);
-    uint32_t oh = snap_select_emit(&b, phase, sc, Hkv, 2 * v->head_dim, kv_len, c0, c1, k, tol);
+    uint32_t oh =
+        sc != OP_NONE && s->sp->share_all
+            ? window_layer_select(&b, sc, Hkv, 2 * v->head_dim, kv_len, c0, c1, k)
+            : snap_select_emit(&b, phase, sc, Hkv, 2 * v->head_dim, kv_len, c0, c1, k, tol);
     if (s->sp->lshare > 1 && oh != OP_NONE)
         compose_lead_put(&b, oh, OP_NONE, Hkv, k, c1 - c0);
     return policy_emit_done(&b, s->sl->name, e);
