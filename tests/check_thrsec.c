@@ -162,16 +162,25 @@ static const char thrwvg_yaml[] = "name: thrwvg_t\nrecent: 4\nwhen: once\n"
                                   "share: {heads: kv_head, layers: 2}\n"
                                   "select: {threshold: 0.05}\n";
 
+/* Key norms evicting for good (`evict: permanent`): a norm never changes, so the entries the
+ * threshold keeps are those it keeps at every step — the same ops; beside a window of 4, at least
+ * 200; one per layer beside 2 sinks and a window of 3, at least 800. */
+static const char thrkp_yaml[] = "name: thrkp_t\nrecent: 4\nscore: key_norm\nevict: permanent\n"
+                                 "select: {threshold: 200}\n";
+static const char thrkps_yaml[] = "name: thrkps_t\nsinks: 2\nrecent: 3\nscore: key_norm\n"
+                                  "evict: permanent\nshare: layer\nselect: {threshold: 800}\n";
+
 typedef struct shape {
     const char *file, *text, *name;
     const char *param; /* a policy parameter key=value, or NULL */
 } shape;
 
-#define N_SHAPES 34
+#define N_SHAPES 36
 #define ATT_FROM 17    /* the attention shapes beyond every step per KV head */
 #define BOUNDS_FROM 24 /* page bounds every N */
 #define BUDGET_FROM 27 /* under a kv_budget fraction */
 #define WINDOW_FROM 31 /* window votes */
+#define PERM_FROM 34   /* evicting for good */
 static const shape shapes[N_SHAPES] = {{"thr.yaml", thr_yaml, "thr_t", NULL},
                                        {"thrpg.yaml", thrpg_yaml, "thrpg_t", NULL},
                                        {"thrpb.yaml", thrpb_yaml, "thrpb_t", NULL},
@@ -205,7 +214,9 @@ static const shape shapes[N_SHAPES] = {{"thr.yaml", thr_yaml, "thr_t", NULL},
                                        {"thrbr.yaml", thrbr_yaml, "thrbr_t", "kv_budget=0.5"},
                                        {"thrwv.yaml", thrwv_yaml, "thrwv_t", NULL},
                                        {"thrwva.yaml", thrwva_yaml, "thrwva_t", NULL},
-                                       {"thrwvg.yaml", thrwvg_yaml, "thrwvg_t", NULL}};
+                                       {"thrwvg.yaml", thrwvg_yaml, "thrwvg_t", NULL},
+                                       {"thrkp.yaml", thrkp_yaml, "thrkp_t", NULL},
+                                       {"thrkps.yaml", thrkps_yaml, "thrkps_t", NULL}};
 
 /* On shares: 5 layers x 4 KV heads x 8 decode steps = 160 masks, each equal to select() over
  * the session's values (ties at the threshold within the stated bound), every op as
@@ -333,7 +344,17 @@ END_TEST
 START_TEST(test_thr_window)
 {
     static const char *const pn[] = {"semi2k", "aby3"};
-    for (int i = WINDOW_FROM; i < N_SHAPES; i++)
+    for (int i = WINDOW_FROM; i < PERM_FROM; i++)
+        thr_on(pn[_i], &shapes[i]);
+}
+END_TEST
+
+/* Evicting for good by key norms (shapes 34 and 35): replayed with a NOTE before, "cost
+ * declared". */
+START_TEST(test_thr_perm)
+{
+    static const char *const pn[] = {"semi2k", "aby3"};
+    for (int i = PERM_FROM; i < N_SHAPES; i++)
         thr_on(pn[_i], &shapes[i]);
 }
 END_TEST
@@ -436,8 +457,9 @@ END_TEST
  * step that decides (a prompt of 16, 8 query heads on 4 KV heads): one comparison per candidate
  * and selection (attention, a window of 4, beside 2 sinks or not: 29 or 27 candidates of 33
  * entries, 28 or 30 of 34, 12 or 10 of the prompt; pages of 4: 9 of 34 entries, 7 after 4 sinks
- * of 32, 8 of 29 candidates; votes: 12 of the prompt, 9 between 2 sinks and a window of 5; per
- * KV head or one per layer), none at a step between selections or in a later layer of a group;
+ * of 32, 8 of 29 candidates; votes: 12 of the prompt, 9 between 2 sinks and a window of 5; key
+ * norms evicting for good: 28 of 32, 27 between 2 sinks and a window of 3; per KV head or one per
+ * layer), none at a step between selections or in a later layer of a group;
  * a decode step names every cached row (once, pages: the candidates of the deciding step, the
  * rest public), biased by the decision. */
 START_TEST(test_thr_more_opens_nothing)
@@ -455,7 +477,8 @@ START_TEST(test_thr_more_opens_nothing)
              {25, PHASE_DECODE, 0, 32, 7, 28},   {25, PHASE_DECODE, 1, 33, 0, 28},
              {26, PHASE_DECODE, 0, 32, 32, 29},  {26, PHASE_DECODE, 0, 33, 0, 29},
              {31, PHASE_PREFILL, 0, 16, 48, 0},  {31, PHASE_DECODE, 0, 32, 0, 12},
-             {32, PHASE_PREFILL, 0, 16, 9, 0},   {33, PHASE_DECODE, 1, 32, 0, 12}};
+             {32, PHASE_PREFILL, 0, 16, 9, 0},   {33, PHASE_DECODE, 1, 32, 0, 12},
+             {34, PHASE_DECODE, 0, 32, 112, 28}, {35, PHASE_DECODE, 0, 32, 27, 27}};
     for (size_t i = 0; i < sizeof c / sizeof *c; i++) {
         const policy_ops *p = load_shape(&shapes[c[i].shape]);
         policy_env env = {.n_layers = 2,
@@ -532,5 +555,6 @@ Suite *thrsec_suite(void)
     TH_LOOPS(tc, 2, test_thr_bounds_every);
     TH_LOOPS(tc, 2, test_thr_budget);
     TH_LOOPS(tc, 2, test_thr_window);
+    TH_LOOPS(tc, 2, test_thr_perm);
     return s;
 }
