@@ -910,6 +910,20 @@ START_TEST(test_scsec_pages_carried_cost_path)
 }
 END_TEST
 
+/* Pages once at a prompt of 30, whose last candidate page (28 … 31) reaches past it: gathered at
+ * the prompt with zero rows for 30 and 31 (biased out), the entries cached later public; the
+ * session kept the replay's kept sets before. */
+START_TEST(test_scsec_pages_once_partial_cost_path)
+{
+    load_one("pgonce_blocks", "pgonce.yaml", pgonce_yaml);
+    const char *pn[2] = {"semi2k", "aby3"}, *lay[2] = {"rows", "scores"};
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 2; j++)
+            fixture_same_as_cost_path(&sf, pn[i], N, 30, "pgonce_blocks", NULL, 0, lay[j], 0, NULL,
+                                      NULL);
+}
+END_TEST
+
 /* The same for key norms evicting for good (knperm_yaml; knpermsh_yaml, one per layer): each
  * step attends the sinks, the window and the k kept rows, its eviction made before the layer's
  * attention. */
@@ -1004,7 +1018,7 @@ Suite *scsec_suite(void)
              test_scsec_public_cost_path, test_scsec_layer_cost_path,
              test_scsec_kv_budget_pages_cost_path, test_scsec_tova_h2o_cost_path,
              test_scsec_shared_cost_path, test_scsec_pages_carried_cost_path,
-             test_scsec_knperm_cost_path, test_scsec_shared_layers_cost_path,
-             test_scsec_shared_once_cost_path);
+             test_scsec_knperm_cost_path, test_scsec_pages_once_partial_cost_path,
+             test_scsec_shared_layers_cost_path, test_scsec_shared_once_cost_path);
     return s;
 }

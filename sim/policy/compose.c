@@ -621,7 +621,8 @@ static void att_budget(const void *st, uint32_t layer, uint32_t T, compose_att_b
     budget(st, layer, T, &u->sinks, &u->recent, &u->k);
 }
 
-/* A threshold of key norms, page bounds or attention on real operands (compose_thr.c). */
+/* A threshold of key norms, page bounds, attention or window votes on real operands
+ * (compose_thr.c). */
 static int cs_emit_thr(cstate *s, int phase, uint32_t layer, uint32_t kv_len, op_program *prog,
                        errbuf *e)
 {

@@ -14,10 +14,11 @@
  * partial), otherwise where k·S ≤ c1 − c0; every step of the run is checked once per layer
  * (under kv_budget the sinks, window and k follow T: sinks cut to a prompt's small budget grow
  * back, possibly off a page boundary). Once or every N steps, a selecting step's pages also go
- * into state (page_select_carry) that the steps between name; once, where the candidate pages
- * end inside the prompt (no padding before a decode step). Shared across layers, the later
- * layers of a group gather their own pages by the first's one-hot rows (compose_page_select;
- * once or every N carried as the first's are: page_gather_carry). */
+ * into state (page_select_carry) that the steps between name; once, a last candidate page
+ * reaching past the prompt is gathered with zero rows for the entries not yet cached (page_ops.c,
+ * biased out as a decode step's padding; the entries cached later are public). Shared across
+ * layers, the later layers of a group gather their own pages by the first's one-hot rows
+ * (compose_page_select; once or every N carried as the first's are: page_gather_carry). */
 int compose_pages_real(cstate *s, uint32_t layer)
 {
     uint32_t P = s->env.prompt_len, S = s->page, sinks, recent, k, c0, c1;
@@ -25,9 +26,7 @@ int compose_pages_real(cstate *s, uint32_t layer)
         return 0;
     if (s->preal[layer] >= 0)
         return s->preal[layer];
-    budget(s, layer, P, &sinks, &recent, &k);
-    cand_range(P, sinks, recent, &c0, &c1);
-    int ok = s->sp->when != W_ONCE || (uint64_t)(c1 + S - 1) / S * S <= P;
+    int ok = 1;
     for (uint32_t T = P; ok && T <= s->env.max_len; T++) {
         budget(s, layer, T, &sinks, &recent, &k);
         cand_range(T, sinks, recent, &c0, &c1);

@@ -136,8 +136,8 @@ static double att_tol(const compose_thr *t, uint32_t w, uint32_t upto)
     return A * (u + M * 0x1p-24) + u;
 }
 
-/* The scores row (B, nu) of the candidates [c0, c1) of sc (B, ·, 1) as per-KV-head tie scores:
- * each selection's repeated for the KV heads it selects for (local). */
+/* Scores x (B, n), one row per selection, as per-KV-head tie scores (Hkv, n): each selection's
+ * repeated for the KV heads it selects for (local). */
 static uint32_t per_head(opb *b, uint32_t x, uint32_t B, uint32_t Hkv, uint32_t n, const char *nm)
 {
     return Hkv > B ? opb_repeat(b, x, B, n, Hkv / B, nm) : x;

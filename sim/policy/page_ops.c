@@ -162,8 +162,23 @@ static void page_gat(opb *pe, const char *pfx, uint32_t oh, uint32_t row, uint32
     /* COST: gather of the kept pages' K|V rows (§1.12 Quest) */
     /* the cache, in whole pages where the candidate pages reach a partial last page (its rows
      * past kv_len empty), and the candidate pages' rows of it */
-    uint32_t rows = np * S > kv_len ? nk * S : kv_len;
-    uint32_t tab = pcheck_input(pe, PCHECK_IN_KV, Hkv, rows, 2 * d);
+    uint32_t rows = np * S > kv_len ? nk * S : kv_len, tab;
+    if (rows > kv_len && pe->phase == PHASE_PREFILL) {
+        /* at the prompt the session binds the cached rows alone: the prompt's, then zero rows
+         * (a row minus itself: local) up to the last page's end, the padding a later decode
+         * step's rows would be */
+        uint32_t kv = pcheck_input(pe, PCHECK_IN_KV, Hkv, kv_len, 2 * d);
+        tab = opb_tensor(pe, nm(n, pfx, "kv_padded"), OPT_TEMP, Hkv, rows, 2 * d);
+        opb_put(pe, kv, tab, Hkv, 0, kv_len, 2 * d);
+        uint32_t one = opb_rows(pe, kv, Hkv, 0, 1, 2 * d, nm(n, pfx, "kv_one"));
+        uint32_t zero =
+            opb_op(pe, OP_SUB, Hkv, 1, 0, 2 * d, one, one, OP_NONE,
+                   opb_tensor(pe, nm(n, pfx, "kv_zero"), OPT_TEMP, Hkv, 1, 2 * d), 0, 0, 0);
+        for (uint32_t r = kv_len; r < rows; r++)
+            opb_put(pe, zero, tab, Hkv, r, 1, 2 * d);
+    } else {
+        tab = pcheck_input(pe, PCHECK_IN_KV, Hkv, rows, 2 * d);
+    }
     if (u0 || np * S < rows)
         tab = opb_rows(pe, tab, Hkv, r0, nu * S, 2 * d, nm(n, pfx, "kv_pages"));
     uint32_t sel = opb_tensor(pe, nm(n, pfx, "kv_kept"), OPT_TEMP, Hkv, kp * S, 2 * d);
