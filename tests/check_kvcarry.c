@@ -173,6 +173,63 @@ START_TEST(test_pgonce_partial_prompt)
 }
 END_TEST
 
+/* A page top-k whose count is below one page (`topk: 1` or 2 with pages of 4: k = 0 pages) keeps
+ * the sinks and the window (of its last selecting step, with every entry cached since): public
+ * positions, named by each decode step with no score. Before, key-norm pages attended every
+ * cached entry on shares (the audit failed, "cost declared") and page bounds stopped the session
+ * ("op 37 (view): bad input": a top-0 of the pages). At every step it costs what sinks and a
+ * window alone cost (sw_yaml). */
+static const char *const nok_yaml[4] = {
+    "name: nok_t\nsinks: 2\nrecent: 4\nscore: key_norm\ngranularity: {page: 4}\n"
+    "select: {topk: 1}\n",
+    "name: nokb_t\nsinks: 2\nrecent: 4\nscore: page_bounds\ngranularity: {page: 4}\n"
+    "select: {topk: 2}\n",
+    "name: noko_t\nsinks: 2\nrecent: 4\nscore: key_norm\ngranularity: {page: 4}\n"
+    "when: once\nselect: {topk: 2}\n",
+    "name: nokbe_t\nsinks: 2\nrecent: 4\nscore: page_bounds\ngranularity: {page: 4}\n"
+    "when: {every: 3}\nselect: {topk: 2}\n"};
+static const char *const nok_name[4] = {"nok_t", "nokb_t", "noko_t", "nokbe_t"};
+static const char sw_yaml[] = "name: sw_t\nsinks: 2\nrecent: 4\n";
+
+START_TEST(test_no_topk_public)
+{
+    static const char *const pn[] = {"semi2k", "aby3"};
+    char out[1 << 14], f[32], want[80];
+    unsigned long long v[4], w[4];
+    unsigned steps;
+    char *sw = strdup(th_file(&td, "sw.yaml", sw_yaml));
+    th_cli_expect(out, sizeof out, 0, "prediction: yes",
+                  "validate --model stories260K -p %s --accuracy 24 --prompt 16 --policy '%s'",
+                  pn[_i], sw);
+    th_measured_nums(out, w, &steps);
+    for (int i = 0; i < 4; i++) {
+        snprintf(f, sizeof f, "nok%d.yaml", i);
+        char *yaml = strdup(th_file(&td, f, nok_yaml[i]));
+        th_cli_expect(out, sizeof out, 0, "prediction: yes",
+                      "validate --model stories260K -p %s --accuracy 24 --prompt 16 --policy '%s'",
+                      pn[_i], yaml);
+        ck_assert_msg(!strstr(out, "has no selection on shares"), "%s", out);
+        ck_assert_msg(!strstr(out, "audit failed"), "%s", out);
+        /* page bounds' select() reads the query its public selection does not: compared with
+         * the replay's kept sets */
+        ck_assert_msg(strstr(out, "equal to its select() over the session's own keys and values: "
+                                  "yes (160 equal") ||
+                          strstr(out, "equal to the plaintext replay's (float model): yes (160 "
+                                      "equal"),
+                      "%s", out);
+        th_measured_nums(out, v, &steps);
+        if (i < 2) /* at every step: the sinks' and the window's cost */
+            ck_assert_msg(v[2] == w[2] && v[3] == w[3], "decode %llu B / %llu rounds, %llu / %llu",
+                          v[2], v[3], w[2], w[3]);
+        snprintf(want, sizeof want, "%s: match", nok_name[i]);
+        th_cli_expect(out, sizeof out, 0, want, "policy check '%s' --prompt 16", yaml);
+        ck_assert_uint_eq(th_chosen(out), 640);
+        free(yaml);
+    }
+    free(sw);
+}
+END_TEST
+
 Suite *kvcarry_suite(void)
 {
     Suite *s = suite_create("kvcarry");
@@ -183,5 +240,6 @@ Suite *kvcarry_suite(void)
              test_pages_carried_check, test_knperm_semi2k, test_knperm_aby3, test_knperms_semi2k,
              test_knperms_aby3, test_knpermsh_semi2k, test_knpermsh_aby3, test_knperm_check);
     TH_LOOPS(tc, 2, test_pgonce_partial_prompt);
+    TH_LOOPS(tc, 2, test_no_topk_public);
     return s;
 }

@@ -924,6 +924,25 @@ START_TEST(test_scsec_pages_once_partial_cost_path)
 }
 END_TEST
 
+/* A page top-k below one page (k = 0 pages: the sinks and the window public), at every step by
+ * key norms and every 3 steps by page bounds. */
+START_TEST(test_scsec_no_topk_cost_path)
+{
+    load_one("nok_blocks", "nok.yaml",
+             "name: nok_blocks\nsinks: 2\nrecent: 4\nscore: key_norm\n"
+             "granularity: {page: 4}\nselect: {topk: 1}\n");
+    load_one("nokbe_blocks", "nokbe.yaml",
+             "name: nokbe_blocks\nsinks: 2\nrecent: 4\nscore: page_bounds\n"
+             "granularity: {page: 4}\nwhen: {every: 3}\nselect: {topk: 2}\n");
+    const scase c[2] = {{"nok_blocks", {NULL}, 0}, {"nokbe_blocks", {NULL}, 0}};
+    const char *pn[2] = {"semi2k", "aby3"}, *lay[2] = {"rows", "scores"};
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < 2; j++)
+                same_as_cost_path(&c[k], pn[i], lay[j]);
+}
+END_TEST
+
 /* The same for key norms evicting for good (knperm_yaml; knpermsh_yaml, one per layer): each
  * step attends the sinks, the window and the k kept rows, its eviction made before the layer's
  * attention. */
@@ -1019,6 +1038,7 @@ Suite *scsec_suite(void)
              test_scsec_kv_budget_pages_cost_path, test_scsec_tova_h2o_cost_path,
              test_scsec_shared_cost_path, test_scsec_pages_carried_cost_path,
              test_scsec_knperm_cost_path, test_scsec_pages_once_partial_cost_path,
-             test_scsec_shared_layers_cost_path, test_scsec_shared_once_cost_path);
+             test_scsec_no_topk_cost_path, test_scsec_shared_layers_cost_path,
+             test_scsec_shared_once_cost_path);
     return s;
 }

@@ -769,30 +769,35 @@ static int cs_adopt(void *st, uint32_t layer, uint32_t pos, uint32_t stage, cons
     return MS_OK;
 }
 
-/* A layer re-selecting tokens at every step whose budget leaves no top-k at any cached count
- * from the prompt on (`kv_budget: {recent: rest}`): its kept set is the sinks and the window,
- * public positions. */
+/* A layer whose budget leaves no top-k at any count it selects over (a top-k under
+ * `kv_budget: {recent: rest}`, or a count below one page, on tokens or pages, at every step,
+ * every N or once; not evicting for good): its kept set is the sinks and the window of its last
+ * selecting step and every entry cached since, public positions. */
 static int public_layer(const cstate *s, uint32_t layer)
 {
     const cspec *sp = s->sp;
-    if (sp->sel != K_TOPK || sp->permanent || sp->when != W_STEP || s->every != 1 || s->page != 1)
-        return 0;
+    if (sp->sel != K_TOPK || sp->permanent || sp->cluster || sp->score == SC_WINDOW)
+        return 0; /* window votes keeping none: snapkv's ops name no rows (cs_emit_window) */
     uint32_t sinks, recent, k;
     for (uint32_t T = s->env.prompt_len; T <= s->env.max_len; T++) {
         budget(s, leader(s, layer), T, &sinks, &recent, &k);
         if (k)
             return 0;
+        if (sp->when == W_ONCE) /* the prompt's alone */
+            break;
     }
     return 1;
 }
 
-/* Its decode step's selection: the sinks' and the window's cached rows (local copies), named as
- * the kept entries of the cache, nothing ranked. */
+/* Its decode step's selection at T cached entries: the sinks' and the window's cached rows of
+ * the last selecting step (T, the prompt's end once, or a decode step N apart from it) and the
+ * entries cached since (local copies), named as the kept entries of the cache, nothing ranked. */
 static int emit_public(const cstate *s, uint32_t layer, uint32_t T, op_program *prog, errbuf *e)
 {
     uint32_t Hkv = s->env.n_kv_heads, d2 = 2 * s->env.head_dim, sinks, recent, k, c0, c1;
-    budget(s, leader(s, layer), T, &sinks, &recent, &k);
-    cand_range(T, sinks, recent, &c0, &c1);
+    uint32_t P = s->env.prompt_len, at = s->sp->when == W_ONCE ? P : T - (T - P) % s->every;
+    budget(s, leader(s, layer), at, &sinks, &recent, &k);
+    cand_range(at, sinks, recent, &c0, &c1);
     uint32_t m = c0 + (T - c1);
     opb b;
     opb_init(&b, prog, PHASE_DECODE, (int)layer, OPC_POLICY, NULL);

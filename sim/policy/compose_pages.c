@@ -52,7 +52,7 @@ int compose_emit_pages(cstate *s, int phase, uint32_t layer, uint32_t kv_len, op
     budget(s, lead, at, &sinks, &recent, &k);
     cand_range(at, sinks, recent, &c0, &c1);
     uint32_t u0 = c0 / S, u1 = (c1 + S - 1) / S, nu = c1 > c0 ? u1 - u0 : 0, bst = OP_NONE;
-    int sel = (k > 0 || s->sp->score == SC_BOUNDS) && k < nu;
+    int sel = k > 0 && k < nu; /* no top-k (k = 0): public positions (compose.c emit_public) */
     int now = sel && (pre ? once : !once && at == kv_len);
     double tol;
     opb b;
