@@ -928,18 +928,13 @@ END_TEST
  * key norms and every 3 steps by page bounds. */
 START_TEST(test_scsec_no_topk_cost_path)
 {
-    load_one("nok_blocks", "nok.yaml",
-             "name: nok_blocks\nsinks: 2\nrecent: 4\nscore: key_norm\n"
-             "granularity: {page: 4}\nselect: {topk: 1}\n");
-    load_one("nokbe_blocks", "nokbe.yaml",
-             "name: nokbe_blocks\nsinks: 2\nrecent: 4\nscore: page_bounds\n"
-             "granularity: {page: 4}\nwhen: {every: 3}\nselect: {topk: 2}\n");
-    const scase c[2] = {{"nok_blocks", {NULL}, 0}, {"nokbe_blocks", {NULL}, 0}};
-    const char *pn[2] = {"semi2k", "aby3"}, *lay[2] = {"rows", "scores"};
-    for (int k = 0; k < 2; k++)
-        for (int i = 0; i < 2; i++)
-            for (int j = 0; j < 2; j++)
-                same_as_cost_path(&c[k], pn[i], lay[j]);
+    static const char *const yaml[2] = {"name: nok_blocks\nsinks: 2\nrecent: 4\nscore: key_norm\n"
+                                        "granularity: {page: 4}\nselect: {topk: 1}\n",
+                                        "name: nokbe_blocks\nsinks: 2\nrecent: 4\n"
+                                        "score: page_bounds\ngranularity: {page: 4}\n"
+                                        "when: {every: 3}\nselect: {topk: 2}\n"};
+    const char *file[2] = {"nok.yaml", "nokbe.yaml"};
+    composed_cost_paths(2, yaml, file, NULL);
 }
 END_TEST
 
@@ -948,14 +943,9 @@ END_TEST
  * attention. */
 START_TEST(test_scsec_knperm_cost_path)
 {
-    load_one("knperm_blocks", "knperm.yaml", knperm_yaml);
-    load_one("knpermsh_blocks", "knpermsh.yaml", knpermsh_yaml);
-    const scase c[2] = {{"knperm_blocks", {NULL}, 0}, {"knpermsh_blocks", {NULL}, 0}};
-    const char *pn[2] = {"semi2k", "aby3"}, *lay[2] = {"rows", "scores"};
-    for (int k = 0; k < 2; k++)
-        for (int i = 0; i < 2; i++)
-            for (int j = 0; j < 2; j++)
-                same_as_cost_path(&c[k], pn[i], lay[j]);
+    static const char *const yaml[2] = {knperm_yaml, knpermsh_yaml};
+    const char *file[2] = {"knperm.yaml", "knpermsh.yaml"};
+    composed_cost_paths(2, yaml, file, NULL);
 }
 END_TEST
 

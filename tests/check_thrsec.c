@@ -301,62 +301,40 @@ START_TEST(test_thr_att_aby3)
 }
 END_TEST
 
-/* Shared across layers (shapes 12 to 16): replayed with a NOTE before, "cost declared". */
-START_TEST(test_thr_groups)
+/* thr_on over shapes [from, to) in semi2k (p 0) or aby3 (1): a TH_LOOPS test's _i. */
+static void thr_range(int p, int from, int to)
 {
     static const char *const pn[] = {"semi2k", "aby3"};
-    for (int i = 12; i < ATT_FROM; i++)
-        thr_on(pn[_i], &shapes[i]);
+    for (int i = from; i < to; i++)
+        thr_on(pn[p], &shapes[i]);
 }
+
+/* Shared across layers (shapes 12 to 16): replayed with a NOTE before, "cost declared". */
+START_TEST(test_thr_groups) { thr_range(_i, 12, ATT_FROM); }
 END_TEST
 
 /* Attention shared per layer, once, every N or across layers (shapes 17 to 23): replayed with a
  * NOTE before, "cost declared". */
-START_TEST(test_thr_att_more)
-{
-    static const char *const pn[] = {"semi2k", "aby3"};
-    for (int i = ATT_FROM; i < BOUNDS_FROM; i++)
-        thr_on(pn[_i], &shapes[i]);
-}
+START_TEST(test_thr_att_more) { thr_range(_i, ATT_FROM, BOUNDS_FROM); }
 END_TEST
 
 /* Page bounds every N steps (shapes 24 to 26): replayed with a NOTE before, "cost declared". */
-START_TEST(test_thr_bounds_every)
-{
-    static const char *const pn[] = {"semi2k", "aby3"};
-    for (int i = BOUNDS_FROM; i < BUDGET_FROM; i++)
-        thr_on(pn[_i], &shapes[i]);
-}
+START_TEST(test_thr_bounds_every) { thr_range(_i, BOUNDS_FROM, BUDGET_FROM); }
 END_TEST
 
 /* Under a kv_budget fraction (shapes 27 to 30): every N replayed with a NOTE before, "cost
  * declared"; attention at every step ran on shares and failed its audit (each step's decision
  * made over the candidates of the step before's budget). */
-START_TEST(test_thr_budget)
-{
-    static const char *const pn[] = {"semi2k", "aby3"};
-    for (int i = BUDGET_FROM; i < WINDOW_FROM; i++)
-        thr_on(pn[_i], &shapes[i]);
-}
+START_TEST(test_thr_budget) { thr_range(_i, BUDGET_FROM, WINDOW_FROM); }
 END_TEST
 
 /* Window votes (shapes 31 to 33): replayed with a NOTE before, "cost declared". */
-START_TEST(test_thr_window)
-{
-    static const char *const pn[] = {"semi2k", "aby3"};
-    for (int i = WINDOW_FROM; i < PERM_FROM; i++)
-        thr_on(pn[_i], &shapes[i]);
-}
+START_TEST(test_thr_window) { thr_range(_i, WINDOW_FROM, PERM_FROM); }
 END_TEST
 
 /* Evicting for good by key norms (shapes 34 and 35): replayed with a NOTE before, "cost
  * declared". */
-START_TEST(test_thr_perm)
-{
-    static const char *const pn[] = {"semi2k", "aby3"};
-    for (int i = PERM_FROM; i < N_SHAPES; i++)
-        thr_on(pn[_i], &shapes[i]);
-}
+START_TEST(test_thr_perm) { thr_range(_i, PERM_FROM, N_SHAPES); }
 END_TEST
 
 /* With a window of 2 the candidates reach into the voting queries' own rows (c1 > P − window),

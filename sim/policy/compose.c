@@ -61,6 +61,7 @@ static void cs_fini(void *st)
     free(s->kmax);
     free(s->qmax);
     free(s->preal);
+    free(s->ppub);
     free(s);
 }
 
@@ -184,6 +185,8 @@ static int cs_init_at(size_t slot, const policy_env *env, const policy_args *a, 
     ok = ok && (s->sel_at = calloc(v->n_layers + 1, sizeof *s->sel_at));
     if (s->page > 1 && (ok = ok && (s->preal = malloc(v->n_layers + 1))))
         memset(s->preal, -1, v->n_layers + 1);
+    if ((ok = ok && (s->ppub = malloc(v->n_layers + 1))))
+        memset(s->ppub, -1, v->n_layers + 1);
     if (sp->lshare > 1)
         ok = ok && (s->lrow = malloc((size_t)v->n_kv_heads * v->max_len + 1));
     ok = ok && (s->us = calloc(T1, sizeof *s->us)) && (s->tmp = calloc(T1, sizeof *s->tmp)) &&
@@ -675,11 +678,7 @@ static uint32_t window_layer_select(opb *b, uint32_t sc, uint32_t Hkv, uint32_t 
                                     uint32_t c0, uint32_t c1, uint32_t k)
 {
     uint32_t n = c1 - c0;
-    if (c0 > 0) /* the candidates' columns (views) */
-        sc = opb_transpose(b,
-                           opb_rows(b, opb_transpose(b, sc, Hkv, 1, c1, "snap.score_col"), Hkv, c0,
-                                    n, 1, "snap.score_cand"),
-                           Hkv, n, 1, "snap.score_row");
+    sc = snap_cand_scores(b, sc, Hkv, c0, c1);
     /* COST: one top-k of the summed votes per layer (the sum local), its one-hot rows as each
      * KV head's (local), the gather of each KV head's kept rows */
     uint32_t srow = compose_heads_sum(b, sc, Hkv, n, "snap.score_sum");
@@ -773,20 +772,22 @@ static int cs_adopt(void *st, uint32_t layer, uint32_t pos, uint32_t stage, cons
  * `kv_budget: {recent: rest}`, or a count below one page, on tokens or pages, at every step,
  * every N or once; not evicting for good): its kept set is the sinks and the window of its last
  * selecting step and every entry cached since, public positions. */
-static int public_layer(const cstate *s, uint32_t layer)
+static int public_layer(cstate *s, uint32_t layer)
 {
     const cspec *sp = s->sp;
     if (sp->sel != K_TOPK || sp->permanent || sp->cluster || sp->score == SC_WINDOW)
         return 0; /* window votes keeping none: snapkv's ops name no rows (cs_emit_window) */
+    if (s->ppub[layer] >= 0) /* every step asks: the counts are the run's */
+        return s->ppub[layer];
     uint32_t sinks, recent, k;
-    for (uint32_t T = s->env.prompt_len; T <= s->env.max_len; T++) {
+    int pub = 1;
+    for (uint32_t T = s->env.prompt_len; pub && T <= s->env.max_len; T++) {
         budget(s, leader(s, layer), T, &sinks, &recent, &k);
-        if (k)
-            return 0;
+        pub = k == 0;
         if (sp->when == W_ONCE) /* the prompt's alone */
             break;
     }
-    return 1;
+    return s->ppub[layer] = (int8_t)pub;
 }
 
 /* Its decode step's selection at T cached entries: the sinks' and the window's cached rows of

@@ -32,6 +32,7 @@ typedef struct cstate {
     uint8_t *row;
     float *kmax, *qmax; /* [L] page bounds: the largest |key| seen, |query| of the step */
     int8_t *preal;      /* [L] compose_pages_real's verdict, -1 before the first */
+    int8_t *ppub;       /* [L] compose.c public_layer's verdict, -1 before the first */
 } cstate;
 
 /* ---- the budget -------------------------------------------------------------------------- */

@@ -317,12 +317,7 @@ static int thr_window_emit(const compose_thr *t, int phase, uint32_t layer, uint
         /* COST: the votes (snapkv's: local sums, the pooling's MAX per neighbour), one LT per
          * candidate and selection; the kept count is not opened */
         uint32_t sc = snap_votes_emit(&b, H, t->window, c1, t->kernel, t->maxpool, Hkv);
-        uint32_t row = sc;
-        if (c0) /* the candidates' columns (views) */
-            row = opb_transpose(&b,
-                                opb_rows(&b, opb_transpose(&b, sc, Hkv, 1, c1, "cmp.vote_col"), Hkv,
-                                         c0, nc, 1, "cmp.vote_cand"),
-                                Hkv, nc, 1, "cmp.vote_cand_row");
+        uint32_t row = snap_cand_scores(&b, sc, Hkv, c0, c1);
         row = t->shared ? compose_heads_sum(&b, row, Hkv, nc, "cmp.heads_row") : row;
         uint32_t bias = thr_bias(&b, row, B, H, c0, c1, 1, thr);
         opb_put(&b, row, rst, B, 0, 1, nc);

@@ -408,6 +408,9 @@ double snap_votes_tol(uint32_t w, uint32_t G, uint32_t K, int maxpool, int frac_
  * the pad as zeros (PyTorch max_pool1d / avg_pool1d with count_include_pad=True); plain float,
  * shared with the compositions' window votes (compose.c). */
 void snap_pool1d(const float *in, float *out, uint32_t n, uint32_t kernel, int maxpool);
+/* The candidates' columns [c0, c1) of the score row sc (Hkv, 1, c1): (Hkv, 1, c1 − c0), views
+ * ("snap.score_*"); sc itself where c0 is 0. */
+uint32_t snap_cand_scores(policy_emitter *pe, uint32_t sc, uint32_t Hkv, uint32_t c0, uint32_t c1);
 /* The prompt's top k of candidates [c0, c1) by the scores sc (Hkv, 1, c1), their cached
  * [K | V] rows (d2 = 2·head_dim columns) gathered into the state "snap.kept" (PHASE_PREFILL),
  * or those rows named as a decode step's selection with the tie bound tol (PHASE_DECODE; sc

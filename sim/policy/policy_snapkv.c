@@ -173,6 +173,17 @@ uint32_t snap_core_emit(const snap_core *c, policy_emitter *pe, uint32_t batch)
  * the candidates' scores into "snap.score_kept"), or the decode step's declaration of those
  * rows as its selection (they are the cache it attends besides the entries outside the
  * candidates). */
+uint32_t snap_cand_scores(policy_emitter *pe, uint32_t sc, uint32_t Hkv, uint32_t c0, uint32_t c1)
+{
+    if (c0 == 0)
+        return sc;
+    uint32_t n = c1 - c0;
+    return opb_transpose(pe,
+                         opb_rows(pe, opb_transpose(pe, sc, Hkv, 1, c1, "snap.score_col"), Hkv, c0,
+                                  n, 1, "snap.score_cand"),
+                         Hkv, n, 1, "snap.score_row");
+}
+
 uint32_t snap_select_emit(policy_emitter *pe, int phase, uint32_t sc, uint32_t Hkv, uint32_t d2,
                           uint32_t kv_len, uint32_t c0, uint32_t c1, uint32_t k, double tol)
 {
@@ -191,11 +202,7 @@ uint32_t snap_select_emit(policy_emitter *pe, int phase, uint32_t sc, uint32_t H
                  * the decode steps name no rows, so they attend the entries outside the
                  * candidates alone */
         return OP_NONE;
-    if (c0 > 0) /* the candidates' columns of the score row (views, local) */
-        sc = opb_transpose(pe,
-                           opb_rows(pe, opb_transpose(pe, sc, Hkv, 1, c1, "snap.score_col"), Hkv,
-                                    c0, n, 1, "snap.score_cand"),
-                           Hkv, n, 1, "snap.score_row");
+    sc = snap_cand_scores(pe, sc, Hkv, c0, c1);
     /* COST: one topk(T-w, B-w) per KV head and a gather of the kept K|V rows (§1.12) */
     uint32_t oh =
         policy_emit(pe, OP_TOPK, Hkv, 1, 0, n, sc, OP_NONE, 0, (int32_t)k, 0, "snap.topk");
