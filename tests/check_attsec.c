@@ -257,6 +257,39 @@ END_TEST
 START_TEST(test_h2o_dense_aby3) { h2o_dense_on("aby3"); }
 END_TEST
 
+/* The accumulated attention one per layer and the newest row per KV head, evicting for good
+ * (replayed before: the session kept the replay's kept sets with a note): H2O's session, the
+ * first ranking the KV heads' summed scores, the second each step's column sums with no score
+ * carried; every op as predicted, the 180 selections (5 layers x 4 KV heads x the prompt's top 4
+ * and 8 evictions) each its rule over the session's own scores, in semi2k and aby3. */
+START_TEST(test_h2o_more_cli)
+{
+    static const char *const yaml[2] = {"name: h2o_layer_t\nrecent: 4\nscore: attention\n"
+                                        "share: layer\nevict: permanent\nselect: {topk: 4}\n",
+                                        "name: h2o_last_t\nrecent: 4\n"
+                                        "score: {attention: {accumulate: false}}\n"
+                                        "evict: permanent\nselect: {topk: 4}\n"};
+    static const char *const file[2] = {"h2o_layer.yaml", "h2o_last.yaml"};
+    static const char *const shape[2] = {
+        "h2o_layer_t selected on shares (heavy 4, recent 4, one per layer)",
+        "h2o_last_t selected on shares (heavy 4, recent 4, the newest row)"};
+    static const char *const protos[2] = {"semi2k", "aby3"};
+    char out[1 << 14];
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 2; j++) {
+            th_cli_expect(out, sizeof out, 0,
+                          "bytes and rounds of every op of the 9 steps equal the prediction: yes",
+                          "validate --model stories260K -p %s --accuracy 24 --prompt 16 "
+                          "--policy '%s'",
+                          protos[j], th_file(&td, file[i], yaml[i]));
+            ck_assert_msg(strstr(out, shape[i]), "%s", out);
+            ck_assert_msg(!strstr(out, "has no selection on shares"), "%s", out);
+            ck_assert_msg(!strstr(out, "audit failed"), "%s", out);
+            ck_assert_msg(strstr(out, "minimum evicted): yes (180 of 180"), "%s", out);
+        }
+}
+END_TEST
+
 Suite *attsec_suite(void)
 {
     Suite *s = suite_create("attsec");
@@ -265,6 +298,6 @@ Suite *attsec_suite(void)
     TH_TESTS(tc, test_check_blocks, test_snapkv_semi2k, test_snapkv_aby3, test_pyramidkv_semi2k,
              test_pyramidkv_aby3, test_short_recent_falls_back, test_h2o_semi2k, test_h2o_aby3,
              test_h2o_sinks_semi2k, test_h2o_sinks_aby3, test_pyramid_zero_semi2k,
-             test_pyramid_zero_aby3, test_h2o_dense_semi2k, test_h2o_dense_aby3);
+             test_pyramid_zero_aby3, test_h2o_dense_semi2k, test_h2o_dense_aby3, test_h2o_more_cli);
     return s;
 }

@@ -6,7 +6,11 @@
  * runs H2O's own ops on them. Attention sinks are public rows before the candidates
  * (h2o_shape.sinks): kept and attended as they are, outside the selection. Dense layers
  * (h2o_shape.dense) carry every row and select nothing; the other layers' selections run at
- * once, as the composition's cost path batches them (compose.c cs_emit). */
+ * once, as the composition's cost path batches them (compose.c cs_emit). The same session runs
+ * the accumulated attention one per layer (`share: layer`: h2o_shape.shared, the KV heads'
+ * summed scores ranked, as select() sums every head's row) and the newest row per KV head
+ * (`accumulate: false`: h2o_shape.last, no score carried); the newest row one per layer is
+ * TOVA's shape (compose_tova.c). */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -16,8 +20,8 @@
 
 int compose_h2o_shaped(const cspec *sp)
 {
-    return sp->score == SC_ATT && !sp->att_last && sp->when == W_STEP && sp->permanent &&
-           sp->sel == K_TOPK && !sp->share_all && sp->lshare <= 1 && !sp->pyramid && !sp->cluster &&
+    return sp->score == SC_ATT && !(sp->att_last && sp->share_all) && sp->when == W_STEP &&
+           sp->permanent && sp->sel == K_TOPK && sp->lshare <= 1 && !sp->pyramid && !sp->cluster &&
            sp->every <= 1 && sp->page <= 1;
 }
 
@@ -40,10 +44,19 @@ static int ch_config(const policy_env *env, const policy_args *a, void **cfg, er
         p->fini(st);
     if (rc || !ok)
         return rc;
+    const cspec *sp = &((const cslot *)p)->sp; /* a composition's ops are its slot's first */
     h2o_shape *sh = calloc(1, sizeof *sh);
     if (!sh)
         return err_set(e, MS_ERR_NOMEM, "policy %s: out of memory", p->name);
-    *sh = (h2o_shape){env->n_heads, env->n_kv_heads, env->head_dim, heavy, recent, sinks, dense};
+    *sh = (h2o_shape){.n_heads = env->n_heads,
+                      .n_kv_heads = env->n_kv_heads,
+                      .head_dim = env->head_dim,
+                      .heavy = heavy,
+                      .recent = recent,
+                      .sinks = sinks,
+                      .dense = dense,
+                      .shared = sp->share_all,
+                      .last = sp->att_last};
     *cfg = sh;
     return MS_OK;
 }

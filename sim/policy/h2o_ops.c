@@ -19,6 +19,8 @@ int h2o_selects(const h2o_shape *s, int phase, uint32_t c, uint32_t t)
     return (uint64_t)c + t > (uint64_t)s->sinks + s->heavy + s->recent;
 }
 
+uint32_t h2o_width(const h2o_shape *s) { return 2 * s->head_dim + (s->last ? 0 : 1); }
+
 h2o_shape h2o_layer_shape(const h2o_shape *s, uint32_t layer)
 {
     h2o_shape l = *s;
@@ -28,10 +30,15 @@ h2o_shape h2o_layer_shape(const h2o_shape *s, uint32_t layer)
 }
 
 /* Score accumulation: probs (H, t, n) → Σ over the KV head's G query heads and the t query
- * rows, added to score (Hkv, n, 1). */
+ * rows, added to score (Hkv, n, 1). The newest row (s->last): Σ over the G heads of the last
+ * query row alone, nothing carried. */
 static uint32_t h2o_accumulate(opb *w, const h2o_shape *s, uint32_t t, uint32_t n, uint32_t probs)
 {
     uint32_t H = s->n_heads, Hkv = s->n_kv_heads, G = H / Hkv;
+    if (s->last && t > 1) { /* the prompt's last query row of each head (VIEW, local) */
+        probs = opb_rows(w, probs, H, t - 1, 1, n, "probs_last");
+        t = 1;
+    }
     /* (H, t, n) → (H, n, t): a transposition of each head (VIEW, local) */
     uint32_t pt = opb_tensor(w, "probs_t", OPT_TEMP, 1, H * n, t);
     opb_op(w, OP_VIEW, H * t, n, 0, 1, probs, OP_NONE, OP_NONE, pt, OPF_MERGE_HEADS, 0, 0);
@@ -44,6 +51,8 @@ static uint32_t h2o_accumulate(opb *w, const h2o_shape *s, uint32_t t, uint32_t 
     uint32_t cs = opb_tensor(w, "colsum", OPT_TEMP, Hkv, n, 1);
     opb_op(w, OP_MATMUL, 1, Hkv * n, G * t, 1, pg, ones, OP_NONE, cs, OPF_PUBLIC_B | OPF_NO_TRUNC,
            0, 0);
+    if (s->last)
+        return cs;
     /* the carried scores (row 0 of a decode step: the new entry's 0), bound by the session */
     uint32_t score = opb_tensor(w, "score", OPT_CACHE, Hkv, n, 1);
     uint32_t acc = opb_tensor(w, "acc", OPT_TEMP, Hkv, n, 1);
@@ -51,12 +60,12 @@ static uint32_t h2o_accumulate(opb *w, const h2o_shape *s, uint32_t t, uint32_t 
     return acc;
 }
 
-/* The table (Hkv, n, 2d+1) = [K | V | score] of the n attended rows: slices and transpositions
- * (VIEW, local). */
+/* The table (Hkv, n, F) = [K | V | score] of the n attended rows ([K | V] for the newest row):
+ * slices and transpositions (VIEW, local). */
 static uint32_t h2o_table(opb *w, const h2o_shape *s, uint32_t n, uint32_t kc, uint32_t vc,
                           uint32_t score)
 {
-    uint32_t Hkv = s->n_kv_heads, d = s->head_dim, F = 2 * d + 1;
+    uint32_t Hkv = s->n_kv_heads, d = s->head_dim, F = h2o_width(s);
     uint32_t stack = opb_tensor(w, "stack", OPT_TEMP, Hkv, F, n);
     const uint32_t src[2] = {kc, vc};
     const char *nm[2][2] = {{"k_rows", "k_t"}, {"v_rows", "v_t"}};
@@ -67,9 +76,11 @@ static uint32_t h2o_table(opb *w, const h2o_shape *s, uint32_t n, uint32_t kc, u
         opb_op(w, OP_VIEW, Hkv * n, d, 0, 1, rows, OP_NONE, OP_NONE, tr, OPF_MERGE_HEADS, 0, 0);
         opb_op(w, OP_VIEW, Hkv, d, 0, n, tr, OP_NONE, OP_NONE, stack, 0, (int32_t)(i * d), 0);
     }
-    uint32_t srow = opb_tensor(w, "score_row", OPT_TEMP, Hkv, 1, n);
-    opb_op(w, OP_VIEW, Hkv, 1, 0, n, score, OP_NONE, OP_NONE, srow, 0, 0, 0);
-    opb_op(w, OP_VIEW, Hkv, 1, 0, n, srow, OP_NONE, OP_NONE, stack, 0, (int32_t)(2 * d), 0);
+    if (!s->last) {
+        uint32_t srow = opb_tensor(w, "score_row", OPT_TEMP, Hkv, 1, n);
+        opb_op(w, OP_VIEW, Hkv, 1, 0, n, score, OP_NONE, OP_NONE, srow, 0, 0, 0);
+        opb_op(w, OP_VIEW, Hkv, 1, 0, n, srow, OP_NONE, OP_NONE, stack, 0, (int32_t)(2 * d), 0);
+    }
     uint32_t table = opb_tensor(w, "table", OPT_TEMP, Hkv, n, F);
     opb_op(w, OP_VIEW, Hkv * F, n, 0, 1, stack, OP_NONE, OP_NONE, table, OPF_MERGE_HEADS, 0, 0);
     return table;
@@ -102,7 +113,7 @@ static uint32_t h2o_rows_first(opb *w, uint32_t src, uint32_t Hkv, uint32_t firs
  * plaintext rule evicts the later position. */
 static void h2o_stage(opb *w, const h2o_shape *s, int phase, uint32_t n, h2o_ids *ids)
 {
-    uint32_t Hkv = s->n_kv_heads, F = 2 * s->head_dim + 1, hh = s->heavy, S = s->sinks;
+    uint32_t Hkv = s->n_kv_heads, F = h2o_width(s), hh = s->heavy, S = s->sinks;
     if (phase == PHASE_PREFILL) {
         uint32_t nc = n - S - s->recent;
         ids->cand = opb_tensor(w, "cand", OPT_TEMP, Hkv, nc, 1);
@@ -167,7 +178,7 @@ static uint32_t h2o_stack(opb *w, const h2o_ids *lay, uint32_t L, size_t field, 
 static void h2o_prefill_sel(opb *w, const h2o_shape *s, uint32_t L, uint32_t P, const h2o_ids *lay,
                             h2o_sel *out)
 {
-    uint32_t Hkv = s->n_kv_heads, F = 2 * s->head_dim + 1, nc = P - s->sinks - s->recent;
+    uint32_t Hkv = s->n_kv_heads, F = h2o_width(s), nc = P - s->sinks - s->recent;
     uint32_t hh = s->heavy;
     out->cand = h2o_stack(w, lay, L, offsetof(h2o_ids, cand), "cand", Hkv, nc, 1);
     uint32_t rows = h2o_stack(w, lay, L, offsetof(h2o_ids, cur), "cand_rows", Hkv, nc, F);
@@ -175,9 +186,18 @@ static void h2o_prefill_sel(opb *w, const h2o_shape *s, uint32_t L, uint32_t P, 
     uint32_t tab = opb_tensor(w, "gather_table", OPT_TEMP, Hkv * L, nc, F);
     opb_op(w, OP_VIEW, Hkv * L, nc, 0, F, rows, OP_NONE, OP_NONE, tab, 0, 0, 0);
     /* COST: topk(P−S−R, HH) per layer and KV head, then gather(HH, P−R, 2d+1) of K|V|score
-     * (policies.md §1.12 H2O: top-k + one-hot gather); every layer in the same rounds */
-    out->onehot = opb_tensor(w, "topk", OPT_TEMP, Hkv, L * hh, nc);
-    opb_op(w, OP_TOPK, Hkv, L, 0, nc, out->cand, OP_NONE, OP_NONE, out->onehot, 0, (int32_t)hh, 0);
+     * (policies.md §1.12 H2O: top-k + one-hot gather); every layer in the same rounds. One per
+     * layer: the top-k of the KV heads' sums, its one-hot rows each KV head's (local). */
+    if (s->shared && Hkv > 1) {
+        uint32_t sum = opb_colsum(w, out->cand, 1, Hkv, L * nc, "cand_sum");
+        uint32_t one = opb_tensor(w, "topk_one", OPT_TEMP, 1, L * hh, nc);
+        opb_op(w, OP_TOPK, 1, L, 0, nc, sum, OP_NONE, OP_NONE, one, 0, (int32_t)hh, 0);
+        out->onehot = opb_repeat(w, one, 1, L * hh * nc, Hkv, "topk");
+    } else {
+        out->onehot = opb_tensor(w, "topk", OPT_TEMP, Hkv, L * hh, nc);
+        opb_op(w, OP_TOPK, Hkv, L, 0, nc, out->cand, OP_NONE, OP_NONE, out->onehot, 0, (int32_t)hh,
+               0);
+    }
     out->heavy = opb_tensor(w, "heavy", OPT_TEMP, Hkv, L * hh, F);
     opb_op(w, OP_GATHER, Hkv * L, hh, nc, F, out->onehot, tab, OP_NONE, out->heavy, OPF_NO_TRUNC, 0,
            0);
@@ -208,16 +228,22 @@ static uint32_t h2o_prefix(opb *w, uint32_t x, uint32_t B, uint32_t n, uint32_t 
  * rows. */
 static void h2o_decode_sel(opb *w, const h2o_shape *s, uint32_t L, const h2o_ids *lay, h2o_sel *out)
 {
-    uint32_t Hkv = s->n_kv_heads, F = 2 * s->head_dim + 1, hh = s->heavy;
+    uint32_t Hkv = s->n_kv_heads, F = h2o_width(s), hh = s->heavy;
     out->cand = h2o_stack(w, lay, L, offsetof(h2o_ids, cand), "cand", Hkv, hh + 1, 1);
-    uint32_t neg = opb_tensor(w, "neg", OPT_TEMP, Hkv, L * (hh + 1), 1);
+    /* one per layer: the KV heads' sums of each candidate's scores (local) */
+    int one = s->shared && Hkv > 1;
+    uint32_t B = one ? 1 : Hkv;
+    uint32_t sc = one ? opb_colsum(w, out->cand, 1, Hkv, L * (hh + 1), "cand_sum") : out->cand;
+    uint32_t neg = opb_tensor(w, "neg", OPT_TEMP, B, L * (hh + 1), 1);
     /* the minimum as the maximum of −score: a public factor, no truncation (local) */
-    opb_op(w, OP_MUL_PUB, Hkv, L * (hh + 1), 0, 1, out->cand, OP_NONE, OP_NONE, neg, OPF_NO_TRUNC,
-           0, -1.0);
-    /* COST: arg-min over the HH+1 candidates of every layer and KV head, a one-hot from a tree
-     * of comparisons (policies.md §1.12 H2O: the step's eviction is a top-k of one) */
-    out->onehot = opb_tensor(w, "argmin", OPT_TEMP, Hkv, L, hh + 1);
-    opb_op(w, OP_ARGMAX, Hkv, L, 0, hh + 1, neg, OP_NONE, OP_NONE, out->onehot, 0, 0, 0);
+    opb_op(w, OP_MUL_PUB, B, L * (hh + 1), 0, 1, sc, OP_NONE, OP_NONE, neg, OPF_NO_TRUNC, 0, -1.0);
+    /* COST: arg-min over the HH+1 candidates of every layer and KV head (one per layer: of its
+     * sums, the one-hot then each KV head's, local), a one-hot from a tree of comparisons
+     * (policies.md §1.12 H2O: the step's eviction is a top-k of one) */
+    out->onehot = opb_tensor(w, one ? "argmin_one" : "argmin", OPT_TEMP, B, L, hh + 1);
+    opb_op(w, OP_ARGMAX, B, L, 0, hh + 1, neg, OP_NONE, OP_NONE, out->onehot, 0, 0, 0);
+    if (one)
+        out->onehot = opb_repeat(w, out->onehot, 1, L * (hh + 1), Hkv, "argmin");
     /* the prefix sum of the one-hot (1 at and after the evicted candidate), then broadcast over
      * the row's 2d+1 columns (local) */
     uint32_t pre = h2o_prefix(w, out->onehot, Hkv * L, hh + 1, hh);
@@ -257,7 +283,8 @@ int h2o_public(const op_tensor *t, uint64_t *out, size_t n)
     const char *nm = dot ? dot + 5 : !strncmp(t->name, "h2o.", 4) ? t->name + 4 : NULL;
     if (!nm || t->role != OPT_PUBLIC)
         return 0;
-    if (strcmp(nm, "ones") && strcmp(nm, "bcast"))
+    size_t len = strlen(nm); /* "ones", "bcast", and the sums' and repeats' "<x>_ones" */
+    if (strcmp(nm, "bcast") && (len < 4 || strcmp(nm + len - 4, "ones")))
         return 0;
     for (size_t i = 0; i < n; i++) /* raw ring integers: the products are not truncated */
         out[i] = 1u;

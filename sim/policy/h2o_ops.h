@@ -54,7 +54,18 @@ typedef struct h2o_shape {
     uint32_t dense; /* layers [0, dense) keep every entry (a composition's `layers: {dense:
                      * N}`; 0 for h2o): their tables carry every row in position order, and
                      * the selection of every layer at once is of layers dense … L−1 */
+    int shared;     /* one selection per layer (a composition's `share: layer`): the KV heads'
+                     * summed candidate scores ranked, the one-hot of the layer's TOPK or
+                     * ARGMAX repeated for every KV head (local), each head's table holding
+                     * its own rows of the same positions; 0 for h2o */
+    int last;       /* the newest query row's attention, not accumulated (a composition's
+                     * `accumulate: false`): the score is the step's column sums alone (the
+                     * prompt's last row), no score carried, the table [K | V] (2d columns);
+                     * 0 for h2o */
 } h2o_shape;
+
+/* The columns of a table row: [K | V | score], or [K | V] for the newest row (s->last). */
+uint32_t h2o_width(const h2o_shape *s);
 
 /* Layer layer's own shape: s itself, or below s->dense a shape that never selects (no heavy
  * rows, no bound on the rows carried: h2o_selects 0, every row carried in position order). */

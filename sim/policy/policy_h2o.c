@@ -213,7 +213,7 @@ static int h2o_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const 
 {
     h2o_state *s = st;
     const policy_env *v = &s->env;
-    h2o_shape sh = {v->n_heads, v->n_kv_heads, v->head_dim, s->hh, s->recent, 0, 0};
+    h2o_shape sh = {v->n_heads, v->n_kv_heads, v->head_dim, s->hh, s->recent, 0, 0, 0, 0};
     /* the ops the secure session runs (secpol.h): every KV head keeps the same count */
     uint32_t c = 0, t = kv_len;
     if (phase == PHASE_DECODE) {

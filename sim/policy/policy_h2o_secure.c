@@ -24,7 +24,7 @@ static int h2o_sec_config(const policy_env *env, const policy_args *a, void **cf
     h2o_shape *sh = calloc(1, sizeof *sh);
     if (!sh)
         return err_set(e, MS_ERR_NOMEM, "policy h2o: out of memory");
-    *sh = (h2o_shape){env->n_heads, env->n_kv_heads, env->head_dim, 0, 0, 0, 0};
+    *sh = (h2o_shape){env->n_heads, env->n_kv_heads, env->head_dim, 0, 0, 0, 0, 0, 0};
     int rc = h2o_budgets(env, a, &sh->heavy, &sh->recent, e);
     if (rc) {
         free(sh);
@@ -173,11 +173,11 @@ static int h2o_sec_bind(void *state, eng *e, const op_program *p, mpc_program_ru
     const mpc_val *st = nd->st;
     if (!at->s)
         return MS_OK; /* the prompt carries nothing in */
-    uint32_t d = m->head_dim, F = 2 * d + 1;
+    uint32_t d = m->head_dim, F = h2o_width(&nd->sh);
     static const char *const nm[3] = {"kcache", "vcache", "h2o.score"};
-    int rc = MS_OK;
+    int rc = MS_OK, W = nd->sh.last ? 2 : 3; /* the newest row carries no score */
     for (uint32_t l = 0; !rc && l < m->n_layers; l++)
-        for (int w = 0; w < 3 && !rc; w++) {
+        for (int w = 0; w < W && !rc; w++) {
             h2o_shape ls = h2o_layer_shape(&nd->sh, l);
             uint32_t R = h2o_carried(&ls, at->kv);
             uint32_t id = op_layer_find(p, (int)l, nm[w]);
@@ -199,7 +199,7 @@ static int h2o_sec_update(void *state, eng *e, mpc_net *net, const op_program *p
     h2o_node *nd = state;
     const model_cfg *m = nd->o.model;
     mpc_val *st = nd->st;
-    uint32_t s = step->s, t = step->t, kv = step->kv, Hkv = m->n_kv_heads, F = 2 * m->head_dim + 1;
+    uint32_t s = step->s, t = step->t, kv = step->kv, Hkv = m->n_kv_heads, F = h2o_width(&nd->sh);
     uint32_t D = nd->sh.dense < m->n_layers ? nd->sh.dense : m->n_layers, L = m->n_layers - D;
     int phase = s ? PHASE_DECODE : PHASE_PREFILL;
     /* the most rows a layer's maps hold: a dense layer's kv + t, or a selecting one's */
@@ -256,11 +256,12 @@ static int h2o_sec_update(void *state, eng *e, mpc_net *net, const op_program *p
 }
 
 /* H2O's plaintext scores as the replay accumulates them: the float model run under the
- * replay's keep masks, each (layer, KV head)'s column sums of its query heads' attention; sc
- * [pos][l][g][j] after position pos (j ≤ pos). */
+ * replay's keep masks, each (layer, KV head)'s column sums of its query heads' attention (the
+ * newest row: position pos's own row alone); sc [pos][l][g][j] after position pos (j ≤ pos). */
 typedef struct pscore {
     const secpol_keep *k;
     uint32_t L, Hkv, G, n;
+    int last;
     float *run, *sc;
 } pscore;
 
@@ -275,6 +276,8 @@ static void ps_layer(void *ctx, const llama_layer_view *v)
     pscore *c = ctx;
     for (uint32_t g = 0; g < c->Hkv; g++) {
         float *run = c->run + ((size_t)v->layer * c->Hkv + g) * c->n;
+        if (c->last)
+            memset(run, 0, c->n * sizeof *run);
         for (uint32_t h = g * c->G; h < (g + 1) * c->G; h++)
             for (uint32_t j = 0; j <= v->pos; j++)
                 run[j] += v->att[(size_t)h * (v->pos + 1) + j];
@@ -283,12 +286,16 @@ static void ps_layer(void *ctx, const llama_layer_view *v)
     }
 }
 
-static int plain_scores(const secpol_run *o, const secpol_keep *k, float **out, errbuf *e)
+static int plain_scores(const secpol_run *o, const secpol_keep *k, int last, float **out, errbuf *e)
 {
     const model_cfg *m = o->model;
     uint32_t n = o->n_tokens;
-    pscore c = {
-        .k = k, .L = m->n_layers, .Hkv = m->n_kv_heads, .G = m->n_heads / m->n_kv_heads, .n = n};
+    pscore c = {.k = k,
+                .L = m->n_layers,
+                .Hkv = m->n_kv_heads,
+                .G = m->n_heads / m->n_kv_heads,
+                .n = n,
+                .last = last};
     c.run = calloc((size_t)c.L * c.Hkv * n, sizeof *c.run);
     c.sc = calloc((size_t)n * c.L * c.Hkv * n, sizeof *c.sc);
     llama *pm = NULL;
@@ -306,11 +313,12 @@ static int plain_scores(const secpol_run *o, const secpol_keep *k, float **out, 
 }
 
 /* A differing selection from the same candidates: the replay's margin between the two choices
- * (rep: the replay's scores of the candidates), a near tie when within twice the score error. */
-static void sel_differ(h2o_sec_audit *out, double margin)
+ * (rep: the replay's scores of the candidates), a near tie when within twice the score error
+ * of the k scores summed (one per KV head; one selection per layer ranks their sums). */
+static void sel_differ(h2o_sec_audit *out, double margin, double k)
 {
     out->max_margin = margin > out->max_margin ? margin : out->max_margin;
-    out->near_ties += margin <= 2 * out->score_err;
+    out->near_ties += margin <= 2 * k * out->score_err;
     out->differ_same_cand++;
 }
 
@@ -318,7 +326,7 @@ static void sel_differ(h2o_sec_audit *out, double margin)
  * sc their secure scores, v the secure victim's index; rep the replay's scores by position. */
 static void sel_evict(const secpol_keep *plain, uint32_t pos, uint32_t l, uint32_t g,
                       const uint32_t *cand, const double *sc, uint32_t nc, uint32_t v, double tie,
-                      int sets_equal, const float *rep, h2o_sec_audit *out)
+                      double k, int sets_equal, const float *rep, h2o_sec_audit *out)
 {
     const uint8_t *now = secpol_keep_mask(plain, pos, l, g),
                   *next = secpol_keep_mask(plain, pos + 1, l, g);
@@ -345,7 +353,7 @@ static void sel_evict(const secpol_keep *plain, uint32_t pos, uint32_t l, uint32
         out->diverged++;
         return;
     }
-    sel_differ(out, (double)rep[cand[v]] - (double)rep[pv]);
+    sel_differ(out, (double)rep[cand[v]] - (double)rep[pv], k);
 }
 
 /* A selection against its rule over the session's own candidate scores sc[0..nc): chosen[i]
@@ -380,7 +388,7 @@ static void sel_err(h2o_sec_audit *out, const uint32_t *cand, const double *sc, 
  * sc) against the plaintext's prompt selection pm1 (rep: the replay's scores by position). */
 static void sel_prefill(const uint8_t *pm1, const uint32_t *heavy, uint32_t hh,
                         const uint32_t *cand, const double *sc, uint32_t c0, uint32_t nc,
-                        double tie_bound, const float *rep, h2o_sec_audit *out)
+                        double tie_bound, double k, const float *rep, h2o_sec_audit *out)
 {
     /* the candidates are positions [c0, c0 + nc): after the sinks, before the window */
     uint32_t c1 = c0 + nc;
@@ -405,14 +413,21 @@ static void sel_prefill(const uint8_t *pm1, const uint32_t *heavy, uint32_t hh,
     }
     out->separated += lo - hi > tie_bound;
     out->separated_same += lo - hi > tie_bound && same && cnt == hh;
-    if (!(same && cnt == hh)) { /* the replay's margin between the sets */
+    if (!(same && cnt == hh)) {
+        /* the replay's margin between the sets: its largest lead of an entry it kept and the
+         * session did not over one the session kept and it did not (an exact ranking within
+         * the score error keeps every such lead below twice it) */
         double mg = 0;
-        for (uint32_t q = 0; q < hh; q++)
-            for (uint32_t j = c0; j < c1; j++)
-                if (pm1[j] && heavy[q] >= c0 && heavy[q] < c1 && !pm1[heavy[q]] &&
+        for (uint32_t j = c0; j < c1; j++) {
+            int both = 0;
+            for (uint32_t q = 0; q < hh; q++)
+                both |= heavy[q] == j;
+            for (uint32_t q = 0; pm1[j] && !both && q < hh; q++)
+                if (heavy[q] >= c0 && heavy[q] < c1 && !pm1[heavy[q]] &&
                     (double)rep[j] - (double)rep[heavy[q]] > mg)
                     mg = (double)rep[j] - (double)rep[heavy[q]];
-        sel_differ(out, mg);
+        }
+        sel_differ(out, mg, k);
     }
 }
 
@@ -426,6 +441,9 @@ typedef struct h2o_walk {
     h2o_sec_audit *out;
     double tie_bound;
     uint32_t L, D, Hkv, hh, Nmax, NT; /* D: the dense layers, which select nothing */
+    double k;        /* the scores a selection ranks summed: 1, or Hkv one per layer */
+    double *ssum;    /* one per layer: the candidates' secure scores summed over the KV heads */
+    float *rsum;     /* … and the replay's, by position */
     uint32_t R[2];   /* rows each table holds before the step: [0] a selecting layer's, [1] a
                       * dense layer's */
     uint32_t *slot;  /* (L, Hkv, Nmax): the position of each carried row */
@@ -460,7 +478,8 @@ static int walk_new(h2o_walk *w, const secpol_run *o, const h2o_shape *cfg, cons
                     .Hkv = m->n_kv_heads,
                     .hh = hh,
                     .Nmax = Nmax,
-                    .NT = o->n_tokens};
+                    .NT = o->n_tokens,
+                    .k = cfg->shared ? m->n_kv_heads : 1};
     w->slot = calloc((size_t)w->L * w->Hkv * Nmax, sizeof *w->slot);
     w->nslot = calloc(Nmax, sizeof *w->nslot);
     w->cand = calloc(Nmax, sizeof *w->cand);
@@ -468,7 +487,10 @@ static int walk_new(h2o_walk *w, const secpol_run *o, const h2o_shape *cfg, cons
     w->heavy = calloc(hh + 1, sizeof *w->heavy);
     w->src = calloc(Nmax + hh + cfg->sinks, 1);
     w->chosen = calloc(Nmax, 1);
-    if (!w->slot || !w->nslot || !w->cand || !w->row || !w->heavy || !w->src || !w->chosen)
+    w->ssum = calloc(Nmax, sizeof *w->ssum);
+    w->rsum = calloc(o->n_tokens, sizeof *w->rsum);
+    if (!w->slot || !w->nslot || !w->cand || !w->row || !w->heavy || !w->src || !w->chosen ||
+        !w->ssum || !w->rsum)
         return err_set(e, MS_ERR_NOMEM, "selection audit: out of memory");
     return MS_OK;
 }
@@ -477,23 +499,53 @@ static void walk_free(h2o_walk *w)
 {
     free(w->ps);
     free(w->slot), free(w->nslot), free(w->cand), free(w->row), free(w->heavy), free(w->src);
-    free(w->chosen);
+    free(w->chosen), free(w->ssum), free(w->rsum);
 }
 
-/* A decode step's eviction: the opened one-hot's row v leaves, the other candidates stay. */
+/* The scores a selection of (l, g) ranks at replay position rpos: the candidates' secure scores
+ * sc and the replay's rep, or one per layer their sums over the KV heads (the sums of the
+ * opened candidates' columns: every KV head holds the same positions). */
+static void walk_rank(h2o_walk *w, const h2o_wstep *st, uint32_t l, uint32_t g, uint32_t rpos,
+                      const double **sc, const float **rep)
+{
+    size_t Ls = w->L - w->D;
+    const double *all = w->r->vals[st->s] + Ls * w->Hkv * st->per;
+    const float *rp = w->ps + ((size_t)rpos * w->L + l) * w->Hkv * w->NT;
+    if (!w->cfg->shared) {
+        *sc = all + ((size_t)g * Ls + l - w->D) * st->nc;
+        *rep = rp + (size_t)g * w->NT;
+        return;
+    }
+    memset(w->ssum, 0, st->nc * sizeof *w->ssum);
+    memset(w->rsum, 0, w->NT * sizeof *w->rsum);
+    for (uint32_t h = 0; h < w->Hkv; h++) {
+        for (uint32_t i = 0; i < st->nc; i++)
+            w->ssum[i] += all[((size_t)h * Ls + l - w->D) * st->nc + i];
+        for (uint32_t j = 0; j < w->NT; j++)
+            w->rsum[j] += rp[(size_t)h * w->NT + j];
+    }
+    *sc = w->ssum;
+    *rep = w->rsum;
+}
+
+/* A decode step's eviction: the opened one-hot's row v leaves, the other candidates stay. sc:
+ * the KV head's secure scores; rank, rrank: the scores the selection ranks (walk_rank). */
 static void walk_evict(h2o_walk *w, const h2o_wstep *st, uint32_t l, uint32_t g, const double *oh,
                        const double *sc, int eq)
 {
     uint32_t v = 0;
     for (uint32_t i = 0; i < st->nc; i++)
         v = oh[i] > 0.5 ? i : v;
-    const float *rep = w->ps + (((size_t)st->pos * w->L + l) * w->Hkv + g) * w->NT;
+    const float *rep = w->ps + (((size_t)st->pos * w->L + l) * w->Hkv + g) * w->NT, *rrank;
+    const double *rank;
+    walk_rank(w, st, l, g, st->pos, &rank, &rrank);
     for (uint32_t i = 0; i < st->nc; i++)
         w->chosen[i] = i != v;
-    sel_own(w->out, sc, w->chosen, st->nc);
+    sel_own(w->out, rank, w->chosen, st->nc);
     if (eq)
         sel_err(w->out, w->cand, sc, st->nc, rep);
-    sel_evict(w->plain, st->pos, l, g, w->cand, sc, st->nc, v, w->tie_bound, eq, rep, w->out);
+    sel_evict(w->plain, st->pos, l, g, w->cand, rank, st->nc, v, w->tie_bound * w->k, w->k, eq,
+              rrank, w->out);
     for (uint32_t i = 0, q = 0; i < st->nc; i++)
         if (i != v)
             w->heavy[q++] = w->cand[i];
@@ -509,13 +561,15 @@ static void walk_prompt(h2o_walk *w, const h2o_wstep *st, uint32_t l, uint32_t g
         for (uint32_t i = 0; i < st->nc; i++)
             if (oh[(size_t)q * st->nc + i] > 0.5)
                 w->heavy[q] = w->cand[i], w->chosen[i] = 1;
-    sel_own(w->out, sc, w->chosen, st->nc);
+    const float *rep = w->ps + (((size_t)(st->n - 1) * w->L + l) * w->Hkv + g) * w->NT, *rrank;
+    const double *rank;
+    walk_rank(w, st, l, g, st->n - 1, &rank, &rrank);
+    sel_own(w->out, rank, w->chosen, st->nc);
     const uint8_t *pm1 = secpol_keep_mask(w->plain, st->pos + st->n, l, g);
-    const float *rep = w->ps + (((size_t)(st->n - 1) * w->L + l) * w->Hkv + g) * w->NT;
     sel_err(w->out, w->cand, sc, st->nc, rep);
     if (pm1)
-        sel_prefill(pm1, w->heavy, w->hh, w->cand, sc, w->cfg->sinks, st->nc, w->tie_bound, rep,
-                    w->out);
+        sel_prefill(pm1, w->heavy, w->hh, w->cand, rank, w->cfg->sinks, st->nc, w->tie_bound * w->k,
+                    w->k, rrank, w->out);
 }
 
 /* One layer's and KV head's table through a step: its kept set against the plaintext's, its
@@ -602,7 +656,7 @@ int h2o_secure_compare(const secpol_run *o, const h2o_shape *cfg, const secpol_o
     int rc = walk_new(&w, o, cfg, r, plain, tie_bound, out, e);
     if (!rc)
         rc = o->n_gen ? err_set(e, MS_ERR_INPUT, "selection audit: teacher-forced runs only")
-                      : plain_scores(o, plain, &w.ps, e);
+                      : plain_scores(o, plain, cfg->last, &w.ps, e);
     for (int pass = 0; pass < 2 && !rc; pass++)
         for (uint32_t s = 0; !rc && s < r->n_steps; s++) {
             if (s == 0 && pass == 1) { /* the counters count once */
@@ -626,12 +680,17 @@ static int h2o_sec_note(const void *cfg, const secpol_run *o, const secpol_opene
     int rc = h2o_secure_compare(o, sh, opened, plain, -1, &sel, e);
     if (rc)
         return rc;
-    char sinks[64] = "";
+    char sinks[64] = "", kv[16] = ""; /* one per layer: the KV heads' scores summed */
+    if (sh->shared)
+        snprintf(kv, sizeof kv, "%u x ", o->model->n_kv_heads);
     if (sh->sinks)
         snprintf(sinks, sizeof sinks, ", sinks %u", sh->sinks);
     if (sh->dense)
         snprintf(sinks + strlen(sinks), sizeof sinks - strlen(sinks), ", dense layers %u",
                  sh->dense);
+    if (sh->shared || sh->last)
+        snprintf(sinks + strlen(sinks), sizeof sinks - strlen(sinks), "%s%s",
+                 sh->last ? ", the newest row" : "", sh->shared ? ", one per layer" : "");
     fprintf(out,
             "#       %s selected on shares (heavy %u, recent %u%s); against the replay: prompt "
             "heavy sets %u/%u, "
@@ -647,8 +706,9 @@ static int h2o_sec_note(const void *cfg, const secpol_run *o, const secpol_opene
         fprintf(out,
                 "#       differing selections: %u from the same candidates, %u of them near ties "
                 "(the replay's margin "
-                "<= 2 x %.4f; largest %.4f); %u evictions after the kept sets differed\n",
-                sel.differ_same_cand, sel.near_ties, sel.score_err, sel.max_margin, sel.diverged);
+                "<= 2 x %s%.4f; largest %.4f); %u evictions after the kept sets differed\n",
+                sel.differ_same_cand, sel.near_ties, kv, sel.score_err, sel.max_margin,
+                sel.diverged);
     uint32_t bad = sel.own - sel.own_same - sel.own_ties;
     fprintf(out,
             "#       selections equal to their rule over the session's own scores (the prompt's "
