@@ -1014,6 +1014,22 @@ START_TEST(test_scsec_shared_once_cost_path)
 }
 END_TEST
 
+/* Window votes reaching into the voting queries' own rows (a window of 2 under 6 votes, max
+ * pooling; none under 4, average pooling, one per layer): the reaching candidates vote 0. The
+ * cost path named no selection for them before (policy check: cost declared). */
+START_TEST(test_scsec_window_reach_cost_path)
+{
+    static const char *const yaml[2] = {
+        "name: wvr_s\nrecent: 2\nwhen: once\n"
+        "score: {window_attention: {window: 6, kernel: 3, pooling: maxpool}}\nselect: {topk: 5}\n",
+        "name: wvrl_s\nwhen: once\nshare: layer\n"
+        "score: {window_attention: {window: 4, kernel: 5, pooling: avgpool}}\n"
+        "select: {topk: 6}\n"};
+    const char *file[2] = {"wvr_s.yaml", "wvrl_s.yaml"};
+    composed_cost_paths(2, yaml, file, NULL);
+}
+END_TEST
+
 Suite *scsec_suite(void)
 {
     Suite *s = suite_create("scsec");
@@ -1029,6 +1045,6 @@ Suite *scsec_suite(void)
              test_scsec_shared_cost_path, test_scsec_pages_carried_cost_path,
              test_scsec_knperm_cost_path, test_scsec_pages_once_partial_cost_path,
              test_scsec_no_topk_cost_path, test_scsec_shared_layers_cost_path,
-             test_scsec_shared_once_cost_path);
+             test_scsec_shared_once_cost_path, test_scsec_window_reach_cost_path);
     return s;
 }

@@ -117,6 +117,22 @@ static const char wv_slg_yaml[] =
     "score: {window_attention: {window: 4, kernel: 3, pooling: avgpool}}\n"
     "share: {heads: layer, layers: 2}\nselect: {topk: 4}\n";
 
+/* Window votes whose candidates reach into the voting queries' own rows (a recent window
+ * shorter than the vote window: c1 > P − window), which select() gives no votes: a window of 2
+ * under 6 votes (max pooling, top 5), no window under 4 (average pooling of 5, one per layer, top
+ * 6), and 2 sinks, a window of 1 under 8 shared across pairs of layers (top 10). Replayed before
+ * (NOTE, "cost declared"). */
+static const char *const wvr_yaml[3] = {
+    "name: wvr_t\nrecent: 2\nwhen: once\n"
+    "score: {window_attention: {window: 6, kernel: 3, pooling: maxpool}}\nselect: {topk: 5}\n",
+    "name: wvrl_t\nwhen: once\nshare: layer\n"
+    "score: {window_attention: {window: 4, kernel: 5, pooling: avgpool}}\nselect: {topk: 6}\n",
+    "name: wvrg_t\nsinks: 2\nrecent: 1\nwhen: once\n"
+    "score: {window_attention: {window: 8, kernel: 3}}\nshare: {heads: kv_head, layers: 2}\n"
+    "select: {topk: 10}\n"};
+static const char *const wvr_file[3] = {"wvr.yaml", "wvrl.yaml", "wvrg.yaml"};
+static const char *const wvr_name[3] = {"wvr_t", "wvrl_t", "wvrg_t"};
+
 /* A key-norm composition on shares: 5 layers x 4 KV heads x 8 steps = 160 masks, each choosing
  * 6, equal to its select() over the session's keys, every op as predicted (each kept the
  * replay's kept sets with a NOTE: "has no selection on shares"). */
@@ -301,6 +317,24 @@ START_TEST(test_window_layer)
 }
 END_TEST
 
+/* On shares (the reaching candidates vote 0, pooled with their neighbours' votes), every op as
+ * predicted, 160 masks equal to its select() over the session's values (or exact ties: the
+ * zeros), in semi2k and aby3. */
+START_TEST(test_window_reach)
+{
+    static const char *const proto[] = {"semi2k", "aby3"};
+    for (int i = 0; i < 3; i++)
+        kncomp_on(proto[_i], wvr_file[i], wvr_yaml[i], wvr_name[i]);
+}
+END_TEST
+
+START_TEST(test_window_reach_check)
+{
+    for (int i = 0; i < 3; i++)
+        kncomp_check(wvr_file[i], wvr_yaml[i], wvr_name[i]);
+}
+END_TEST
+
 START_TEST(test_window_layer_check)
 {
     kncomp_check("wv_sl.yaml", wv_sl_yaml, "wv_sl_t");
@@ -395,8 +429,9 @@ Suite *secsel_suite(void)
              test_shared_once_aby3, test_shared_once_check, test_shared_every_semi2k,
              test_shared_every_aby3, test_shared_every_check, test_shared_window_semi2k,
              test_shared_window_aby3, test_shared_window_check, test_shared_layer_heads_check,
-             test_window_layer_check);
+             test_window_layer_check, test_window_reach_check);
     TH_LOOPS(tc, 2, test_shared_layer_heads);
     TH_LOOPS(tc, 2, test_window_layer);
+    TH_LOOPS(tc, 2, test_window_reach);
     return s;
 }

@@ -338,21 +338,26 @@ START_TEST(test_thr_perm) { thr_range(_i, PERM_FROM, N_SHAPES); }
 END_TEST
 
 /* With a window of 2 the candidates reach into the voting queries' own rows (c1 > P − window),
- * whose votes select() reads and the ops do not compute: it keeps the replay's kept sets with
- * the NOTE, every op still as predicted, and `policy check` says "cost declared" (exit 1). */
-START_TEST(test_thr_window_unfit)
+ * to which select() gives no votes: the ops vote 0 for them too (replayed with the NOTE before,
+ * "cost declared"): on shares in both protocols, every op as predicted, 160 masks its select()'s
+ * over the session's values, and `policy check` a match. */
+START_TEST(test_thr_window_reach)
 {
+    static const char *const pn[2] = {"semi2k", "aby3"};
     char out[1 << 14];
     char *yaml = strdup(th_file(&td, "thrwvn.yaml",
                                 "name: thrwvn_t\nrecent: 2\nwhen: once\n"
                                 "score: {window_attention: {window: 4, kernel: 3}}\n"
                                 "select: {threshold: 0.05}\n"));
-    th_cli_expect(out, sizeof out, 0, "NOTE: thrwvn_t has no selection on shares",
-                  "validate --model stories260K -p semi2k --accuracy 24 --prompt 16 --policy '%s'",
-                  yaml);
-    ck_assert_msg(strstr(out, "prediction: yes"), "%s", out);
-    th_cli_expect(out, sizeof out, 1, "thrwvn_t: cost declared", "policy check '%s' --prompt 16",
-                  yaml);
+    for (int i = 0; i < 2; i++) {
+        th_cli_expect(out, sizeof out, 0, "prediction: yes",
+                      "validate --model stories260K -p %s --accuracy 24 --prompt 16 --policy '%s'",
+                      pn[i], yaml);
+        ck_assert_msg(!strstr(out, "has no selection on shares"), "%s", out);
+        th_own_select(out, 160);
+    }
+    th_cli_expect(out, sizeof out, 0, "thrwvn_t: match", "policy check '%s' --prompt 16", yaml);
+    ck_assert_uint_eq(th_chosen(out), 640);
     free(yaml);
 }
 END_TEST
@@ -526,7 +531,7 @@ Suite *thrsec_suite(void)
              test_thr_pages_aby3, test_thr_bounds_semi2k, test_thr_bounds_aby3,
              test_thr_shared_semi2k, test_thr_shared_aby3, test_thr_once_every_semi2k,
              test_thr_once_every_aby3, test_thr_att_semi2k, test_thr_att_aby3, test_thr_check,
-             test_thr_opens_nothing, test_thr_more_opens_nothing, test_thr_window_unfit);
+             test_thr_opens_nothing, test_thr_more_opens_nothing, test_thr_window_reach);
     TH_LOOPS(tc, 3, test_thr_cost_path);
     TH_LOOPS(tc, 2, test_thr_groups);
     TH_LOOPS(tc, 2, test_thr_att_more);

@@ -641,27 +641,18 @@ static int cs_emit_thr(cstate *s, int phase, uint32_t layer, uint32_t kv_len, op
     return compose_thr_emit(&t, phase, layer, kv_len, prog, s->sl->name, e);
 }
 
-/* Whether every selecting layer's candidates at the prompt end inside the voted entries
- * (c1 ≤ P − window: a recent window at least the vote window). */
-static int votes_fit(const cstate *s)
-{
-    uint32_t P = s->env.prompt_len, sinks, recent, k, c0, c1;
-    for (uint32_t l = s->dense; l < s->env.n_layers; l++) {
-        budget(s, l, P, &sinks, &recent, &k);
-        cand_range(P, sinks, recent, &c0, &c1);
-        if (c1 + s->window > P)
-            return 0;
-    }
-    return 1;
-}
+/* Whether the window votes for any entry (a vote window shorter than the prompt). */
+static int votes_fit(const cstate *s) { return s->window < s->env.prompt_len; }
 
 /* Window votes once after the prompt (SnapKV's blocks), on real operands with snapkv's ops
  * (snap_votes_emit, snap_select_emit): the votes of the window's prompt attention pooled and
  * summed over each KV head's query heads, the top k of the candidates [c0, c1) gathered into
- * state at the prompt, those rows the decode steps' selection. Only where every selecting
- * layer's candidates end inside the voted entries (c1 ≤ P − window: a recent window at least
- * the vote window), per KV head or one per layer (window_layer_select), on tokens; a layer that
- * keeps none (k = 0: a pyramid's top layers) names no rows. Shared across layers, a later layer of
+ * state at the prompt, those rows the decode steps' selection. Candidates reaching into the
+ * voting queries' own rows (c1 > P − window: a recent window shorter than the vote window) get
+ * no votes, as in select() (cs_observe adds the columns before P − window only): their votes
+ * are zeros beside the voted ones, pooled with them. Per KV head or one per layer
+ * (window_layer_select), on tokens; a layer that keeps none (k = 0: a pyramid's top layers)
+ * names no rows. Shared across layers, a later layer of
  * a group gathers its own prompt rows by its first layer's one-hot rows (compose_shlay.c). */
 static int window_real(const cstate *s)
 {
@@ -719,10 +710,11 @@ static int cs_emit_window(cstate *s, int phase, uint32_t layer, uint32_t kv_len,
         return policy_emit_done(&b, s->sl->name, e);
     }
     uint32_t sc = OP_NONE; /* the votes where a top-k reads them (as snapkv_emit) */
+    uint32_t nv = P - s->window < c1 ? P - s->window : c1; /* the entries voted for */
     if (phase == PHASE_PREFILL && k > 0)
-        sc = snap_votes_emit(&b, v->n_heads, s->window, c1, s->kernel, s->maxpool, Hkv);
+        sc = snap_votes_emit(&b, v->n_heads, s->window, c1, nv, s->kernel, s->maxpool, Hkv);
     else if (phase == PHASE_PREFILL)
-        pcheck_input(&b, PCHECK_IN_PROMPT_ATT, v->n_heads, s->window, c1);
+        pcheck_input(&b, PCHECK_IN_PROMPT_ATT, v->n_heads, s->window, nv);
     uint32_t oh =
         sc != OP_NONE && s->sp->share_all
             ? window_layer_select(&b, sc, Hkv, 2 * v->head_dim, kv_len, c0, c1, k)

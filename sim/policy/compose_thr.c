@@ -316,7 +316,8 @@ static int thr_window_emit(const compose_thr *t, int phase, uint32_t layer, uint
     if (pre) {
         /* COST: the votes (snapkv's: local sums, the pooling's MAX per neighbour), one LT per
          * candidate and selection; the kept count is not opened */
-        uint32_t sc = snap_votes_emit(&b, H, t->window, c1, t->kernel, t->maxpool, Hkv);
+        uint32_t nv = P - t->window < c1 ? P - t->window : c1; /* entries past it: no votes */
+        uint32_t sc = snap_votes_emit(&b, H, t->window, c1, nv, t->kernel, t->maxpool, Hkv);
         uint32_t row = snap_cand_scores(&b, sc, Hkv, c0, c1);
         row = t->shared ? compose_heads_sum(&b, row, Hkv, nc, "cmp.heads_row") : row;
         uint32_t bias = thr_bias(&b, row, B, H, c0, c1, 1, thr);

@@ -395,11 +395,13 @@ void snap_core_score(snap_core *c, uint32_t layer, uint32_t g, float *out);
  * adds); maxpool needs (kernel-1) comparisons per position (a MAX over kernel), avgpool is local.
  * Returns the score tensor id. */
 uint32_t snap_core_emit(const snap_core *c, policy_emitter *pe, uint32_t batch);
-/* The same ops for H query heads, a window of w queries voting for entries [0, n), pooled over
- * K neighbours (maxpool, else avgpool), summed over the query heads of each of batch groups:
- * the scores (batch, 1, n) on the operand PCHECK_IN_PROMPT_ATT (H, w, n). */
-uint32_t snap_votes_emit(policy_emitter *pe, uint32_t H, uint32_t w, uint32_t n, uint32_t K,
-                         int maxpool, uint32_t batch);
+/* The same ops for H query heads, a window of w queries voting for entries [0, nv), entries
+ * [nv, n) voting 0 (nv ≤ n: a composition's candidates reaching into the voting queries' own
+ * rows, which select() gives no votes), pooled over K neighbours (maxpool, else avgpool) across
+ * all n, summed over the query heads of each of batch groups: the scores (batch, 1, n) on the
+ * operand PCHECK_IN_PROMPT_ATT (H, w, nv). */
+uint32_t snap_votes_emit(policy_emitter *pe, uint32_t H, uint32_t w, uint32_t n, uint32_t nv,
+                         uint32_t K, int maxpool, uint32_t batch);
 /* The error bound of snap_core_emit's scores on a fixed point of frac_bits (policy_snapkv.c),
  * and of snap_votes_emit's with G query heads a group. */
 double snap_core_tol(const snap_core *c, uint32_t batch, int frac_bits);

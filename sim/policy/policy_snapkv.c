@@ -127,16 +127,21 @@ void snap_core_score(snap_core *c, uint32_t layer, uint32_t g, float *out)
         out[j] *= scale;
 }
 
-uint32_t snap_votes_emit(policy_emitter *pe, uint32_t H, uint32_t w, uint32_t n, uint32_t K,
-                         int maxpool, uint32_t batch)
+uint32_t snap_votes_emit(policy_emitter *pe, uint32_t H, uint32_t w, uint32_t n, uint32_t nv,
+                         uint32_t K, int maxpool, uint32_t batch)
 {
-    /* the prompt attention of the window's queries over the n voted entries: the model's own
+    /* the prompt attention of the window's queries over the nv voted entries: the model's own
      * rows, in shares since the prefill attention */
-    uint32_t att = pcheck_input(pe, PCHECK_IN_PROMPT_ATT, H, w, n);
+    uint32_t att = pcheck_input(pe, PCHECK_IN_PROMPT_ATT, H, w, nv);
     /* COST: window votes Σ_i P[i][j] over rows the prefill attention computed: w·T local adds
      * per head (policies.md §1.3; no extra products: the rows are the model's own), a column
      * sum by a public ones vector (local, no truncation) */
-    uint32_t vote = opb_colsum(pe, att, H, w, n, "snap.vote");
+    uint32_t vote = opb_colsum(pe, att, H, w, nv, "snap.vote");
+    if (nv < n) { /* entries [nv, n) vote 0: the votes written into zeros (a view, local) */
+        uint32_t all = opb_tensor(pe, "snap.vote_all", OPT_TEMP, H, n, 1);
+        opb_put(pe, vote, all, H, 0, nv, 1);
+        vote = all;
+    }
     if (K > 1) {
         /* the K neighbours of every entry side by side (views, local): row t of nb holds the
          * votes shifted by t − K/2, zero past the ends (max pooling pads with −inf, but the
@@ -164,8 +169,8 @@ uint32_t snap_votes_emit(policy_emitter *pe, uint32_t H, uint32_t w, uint32_t n,
 
 uint32_t snap_core_emit(const snap_core *c, policy_emitter *pe, uint32_t batch)
 {
-    return snap_votes_emit(pe, c->env.n_heads, c->window, c->env.prompt_len - c->window, c->kernel,
-                           c->maxpool, batch);
+    uint32_t n = c->env.prompt_len - c->window;
+    return snap_votes_emit(pe, c->env.n_heads, c->window, n, n, c->kernel, c->maxpool, batch);
 }
 
 /* The prompt's selection (PHASE_PREFILL: the top k of the scores sc (Hkv, 1, c1) of candidates
