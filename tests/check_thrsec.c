@@ -170,12 +170,20 @@ static const char thrkp_yaml[] = "name: thrkp_t\nrecent: 4\nscore: key_norm\nevi
 static const char thrkps_yaml[] = "name: thrkps_t\nsinks: 2\nrecent: 3\nscore: key_norm\n"
                                   "evict: permanent\nshare: layer\nselect: {threshold: 800}\n";
 
+/* Accumulated attention evicting for good: a dropped entry is attended by no query (biased
+ * out), so its score stays below the threshold, and a kept one's only grows — the every-step
+ * threshold's ops; beside a window of 4, at least 1; one per layer beside 2 sinks, at least 4. */
+static const char thrap_yaml[] = "name: thrap_t\nrecent: 4\nscore: attention\nevict: permanent\n"
+                                 "select: {threshold: 1}\n";
+static const char thraps_yaml[] = "name: thraps_t\nsinks: 2\nrecent: 4\nscore: attention\n"
+                                  "share: layer\nevict: permanent\nselect: {threshold: 4}\n";
+
 typedef struct shape {
     const char *file, *text, *name;
     const char *param; /* a policy parameter key=value, or NULL */
 } shape;
 
-#define N_SHAPES 36
+#define N_SHAPES 38
 #define ATT_FROM 17    /* the attention shapes beyond every step per KV head */
 #define BOUNDS_FROM 24 /* page bounds every N */
 #define BUDGET_FROM 27 /* under a kv_budget fraction */
@@ -216,7 +224,9 @@ static const shape shapes[N_SHAPES] = {{"thr.yaml", thr_yaml, "thr_t", NULL},
                                        {"thrwva.yaml", thrwva_yaml, "thrwva_t", NULL},
                                        {"thrwvg.yaml", thrwvg_yaml, "thrwvg_t", NULL},
                                        {"thrkp.yaml", thrkp_yaml, "thrkp_t", NULL},
-                                       {"thrkps.yaml", thrkps_yaml, "thrkps_t", NULL}};
+                                       {"thrkps.yaml", thrkps_yaml, "thrkps_t", NULL},
+                                       {"thrap.yaml", thrap_yaml, "thrap_t", NULL},
+                                       {"thraps.yaml", thraps_yaml, "thraps_t", NULL}};
 
 /* On shares: 5 layers x 4 KV heads x 8 decode steps = 160 masks, each equal to select() over
  * the session's values (ties at the threshold within the stated bound), every op as
@@ -332,8 +342,8 @@ END_TEST
 START_TEST(test_thr_window) { thr_range(_i, WINDOW_FROM, PERM_FROM); }
 END_TEST
 
-/* Evicting for good by key norms (shapes 34 and 35): replayed with a NOTE before, "cost
- * declared". */
+/* Evicting for good by key norms (shapes 34 and 35) and accumulated attention (36 and 37):
+ * replayed with a NOTE before, "cost declared". */
 START_TEST(test_thr_perm) { thr_range(_i, PERM_FROM, N_SHAPES); }
 END_TEST
 
@@ -441,10 +451,10 @@ END_TEST
  * and selection (attention, a window of 4, beside 2 sinks or not: 29 or 27 candidates of 33
  * entries, 28 or 30 of 34, 12 or 10 of the prompt; pages of 4: 9 of 34 entries, 7 after 4 sinks
  * of 32, 8 of 29 candidates; votes: 12 of the prompt, 9 between 2 sinks and a window of 5; key
- * norms evicting for good: 28 of 32, 27 between 2 sinks and a window of 3; per KV head or one per
- * layer), none at a step between selections or in a later layer of a group;
- * a decode step names every cached row (once, pages: the candidates of the deciding step, the
- * rest public), biased by the decision. */
+ * norms evicting for good: 28 of 32, 27 between 2 sinks and a window of 3; attention evicting for
+ * good: 29 of 33, 27 between 2 sinks and a window of 4; per KV head or one per layer), none at a
+ * step between selections or in a later layer of a group; a decode step names every cached row
+ * (once, pages: the candidates of the deciding step, the rest public), biased by the decision. */
 START_TEST(test_thr_more_opens_nothing)
 {
     static const struct {
@@ -461,8 +471,11 @@ START_TEST(test_thr_more_opens_nothing)
              {26, PHASE_DECODE, 0, 32, 32, 29},  {26, PHASE_DECODE, 0, 33, 0, 29},
              {31, PHASE_PREFILL, 0, 16, 48, 0},  {31, PHASE_DECODE, 0, 32, 0, 12},
              {32, PHASE_PREFILL, 0, 16, 9, 0},   {33, PHASE_DECODE, 1, 32, 0, 12},
-             {34, PHASE_DECODE, 0, 32, 112, 28}, {35, PHASE_DECODE, 0, 32, 27, 27}};
+             {34, PHASE_DECODE, 0, 32, 112, 28}, {35, PHASE_DECODE, 0, 32, 27, 27},
+             {36, PHASE_DECODE, 0, 32, 116, 32}, {37, PHASE_DECODE, 0, 32, 27, 32}};
     for (size_t i = 0; i < sizeof c / sizeof *c; i++) {
+        if ((c[i].shape < WINDOW_FROM) != (_i == 0))
+            continue; /* in two halves: one process loads at most 16 compositions */
         const policy_ops *p = load_shape(&shapes[c[i].shape]);
         policy_env env = {.n_layers = 2,
                           .n_heads = 8,
@@ -531,7 +544,7 @@ Suite *thrsec_suite(void)
              test_thr_pages_aby3, test_thr_bounds_semi2k, test_thr_bounds_aby3,
              test_thr_shared_semi2k, test_thr_shared_aby3, test_thr_once_every_semi2k,
              test_thr_once_every_aby3, test_thr_att_semi2k, test_thr_att_aby3, test_thr_check,
-             test_thr_opens_nothing, test_thr_more_opens_nothing, test_thr_window_reach);
+             test_thr_opens_nothing, test_thr_window_reach);
     TH_LOOPS(tc, 3, test_thr_cost_path);
     TH_LOOPS(tc, 2, test_thr_groups);
     TH_LOOPS(tc, 2, test_thr_att_more);
@@ -539,5 +552,6 @@ Suite *thrsec_suite(void)
     TH_LOOPS(tc, 2, test_thr_budget);
     TH_LOOPS(tc, 2, test_thr_window);
     TH_LOOPS(tc, 2, test_thr_perm);
+    TH_LOOPS(tc, 2, test_thr_more_opens_nothing);
     return s;
 }

@@ -20,8 +20,12 @@ int compose_thr_shaped(const cspec *sp)
 {
     /* evicting for good by key norms of tokens: a norm never changes, so an entry the threshold
      * dropped stays below it and one it kept stays above — select()'s kept set at every step is
-     * the threshold over the step's candidates, as without `evict` */
-    int perm_ok = sp->score == SC_KEYNORM && sp->page <= 1;
+     * the threshold over the step's candidates, as without `evict`. So by accumulated attention
+     * of tokens at every step: a dropped entry is attended by no query (its score biased out),
+     * so its score stays below; a kept one's only grows */
+    int perm_ok = (sp->score == SC_KEYNORM || (sp->score == SC_ATT && !sp->att_last &&
+                                               sp->when == W_STEP && sp->every <= 1)) &&
+                  sp->page <= 1;
     return sp->sel == K_THRESHOLD && (!sp->permanent || perm_ok) && !sp->cluster &&
            ((sp->score == SC_BOUNDS && sp->when == W_STEP) ||
             (sp->score == SC_WINDOW && sp->when == W_ONCE && sp->page <= 1) ||
