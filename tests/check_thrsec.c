@@ -178,17 +178,32 @@ static const char thrap_yaml[] = "name: thrap_t\nrecent: 4\nscore: attention\nev
 static const char thraps_yaml[] = "name: thraps_t\nsinks: 2\nrecent: 4\nscore: attention\n"
                                   "share: layer\nevict: permanent\nselect: {threshold: 4}\n";
 
+/* Attention in pages of 4 (select() scores a page by its candidates' sum), at every step: beside
+ * a window of 4, accumulated, at least 2; the newest row one per layer beside 6 sinks (a page
+ * holding sinks and candidates) and a window of 3, at least 0.3; every 3 steps beside 2 sinks
+ * and a window of 4, shared by pairs of layers, at least 3. */
+static const char thrap4_yaml[] = "name: thrap4_t\nrecent: 4\nscore: attention\n"
+                                  "granularity: {page: 4}\nselect: {threshold: 2}\n";
+static const char thrapl_yaml[] = "name: thrapl_t\nsinks: 6\nrecent: 3\n"
+                                  "score: {attention: {accumulate: false}}\n"
+                                  "granularity: {page: 4}\nshare: layer\n"
+                                  "select: {threshold: 0.3}\n";
+static const char thrapg_yaml[] = "name: thrapg_t\nsinks: 2\nrecent: 4\nscore: attention\n"
+                                  "granularity: {page: 4}\nwhen: {every: 3}\n"
+                                  "share: {heads: kv_head, layers: 2}\nselect: {threshold: 3}\n";
+
 typedef struct shape {
     const char *file, *text, *name;
     const char *param; /* a policy parameter key=value, or NULL */
 } shape;
 
-#define N_SHAPES 38
-#define ATT_FROM 17    /* the attention shapes beyond every step per KV head */
-#define BOUNDS_FROM 24 /* page bounds every N */
-#define BUDGET_FROM 27 /* under a kv_budget fraction */
-#define WINDOW_FROM 31 /* window votes */
-#define PERM_FROM 34   /* evicting for good */
+#define N_SHAPES 41
+#define ATT_FROM 17       /* the attention shapes beyond every step per KV head */
+#define BOUNDS_FROM 24    /* page bounds every N */
+#define BUDGET_FROM 27    /* under a kv_budget fraction */
+#define WINDOW_FROM 31    /* window votes */
+#define PERM_FROM 34      /* evicting for good */
+#define ATT_PAGES_FROM 38 /* attention in pages */
 static const shape shapes[N_SHAPES] = {{"thr.yaml", thr_yaml, "thr_t", NULL},
                                        {"thrpg.yaml", thrpg_yaml, "thrpg_t", NULL},
                                        {"thrpb.yaml", thrpb_yaml, "thrpb_t", NULL},
@@ -226,7 +241,10 @@ static const shape shapes[N_SHAPES] = {{"thr.yaml", thr_yaml, "thr_t", NULL},
                                        {"thrkp.yaml", thrkp_yaml, "thrkp_t", NULL},
                                        {"thrkps.yaml", thrkps_yaml, "thrkps_t", NULL},
                                        {"thrap.yaml", thrap_yaml, "thrap_t", NULL},
-                                       {"thraps.yaml", thraps_yaml, "thraps_t", NULL}};
+                                       {"thraps.yaml", thraps_yaml, "thraps_t", NULL},
+                                       {"thrap4.yaml", thrap4_yaml, "thrap4_t", NULL},
+                                       {"thrapl.yaml", thrapl_yaml, "thrapl_t", NULL},
+                                       {"thrapg.yaml", thrapg_yaml, "thrapg_t", NULL}};
 
 /* On shares: 5 layers x 4 KV heads x 8 decode steps = 160 masks, each equal to select() over
  * the session's values (ties at the threshold within the stated bound), every op as
@@ -344,7 +362,11 @@ END_TEST
 
 /* Evicting for good by key norms (shapes 34 and 35) and accumulated attention (36 and 37):
  * replayed with a NOTE before, "cost declared". */
-START_TEST(test_thr_perm) { thr_range(_i, PERM_FROM, N_SHAPES); }
+START_TEST(test_thr_perm) { thr_range(_i, PERM_FROM, ATT_PAGES_FROM); }
+END_TEST
+
+/* Attention in pages (shapes 38 to 40): replayed with a NOTE before, "cost declared". */
+START_TEST(test_thr_att_pages) { thr_range(_i, ATT_PAGES_FROM, N_SHAPES); }
 END_TEST
 
 /* With a window of 2 the candidates reach into the voting queries' own rows (c1 > P − window),
@@ -452,7 +474,9 @@ END_TEST
  * entries, 28 or 30 of 34, 12 or 10 of the prompt; pages of 4: 9 of 34 entries, 7 after 4 sinks
  * of 32, 8 of 29 candidates; votes: 12 of the prompt, 9 between 2 sinks and a window of 5; key
  * norms evicting for good: 28 of 32, 27 between 2 sinks and a window of 3; attention evicting for
- * good: 29 of 33, 27 between 2 sinks and a window of 4; per KV head or one per layer), none at a
+ * good: 29 of 33, 27 between 2 sinks and a window of 4; attention in pages of 4: 8 pages of 29
+ * candidates, 7 of [6, 30) after 6 sinks, 8 of [2, 30) every 3 steps at 34 entries; per KV head
+ * or one per layer), none at a
  * step between selections or in a later layer of a group; a decode step names every cached row
  * (once, pages: the candidates of the deciding step, the rest public), biased by the decision. */
 START_TEST(test_thr_more_opens_nothing)
@@ -472,7 +496,10 @@ START_TEST(test_thr_more_opens_nothing)
              {31, PHASE_PREFILL, 0, 16, 48, 0},  {31, PHASE_DECODE, 0, 32, 0, 12},
              {32, PHASE_PREFILL, 0, 16, 9, 0},   {33, PHASE_DECODE, 1, 32, 0, 12},
              {34, PHASE_DECODE, 0, 32, 112, 28}, {35, PHASE_DECODE, 0, 32, 27, 27},
-             {36, PHASE_DECODE, 0, 32, 116, 32}, {37, PHASE_DECODE, 0, 32, 27, 32}};
+             {36, PHASE_DECODE, 0, 32, 116, 32}, {37, PHASE_DECODE, 0, 32, 27, 32},
+             {38, PHASE_DECODE, 0, 32, 32, 32},  {39, PHASE_DECODE, 0, 32, 7, 32},
+             {40, PHASE_DECODE, 0, 33, 32, 33},  {40, PHASE_DECODE, 0, 32, 0, 32},
+             {40, PHASE_DECODE, 1, 33, 0, 33}};
     for (size_t i = 0; i < sizeof c / sizeof *c; i++) {
         if ((c[i].shape < WINDOW_FROM) != (_i == 0))
             continue; /* in two halves: one process loads at most 16 compositions */
@@ -552,6 +579,7 @@ Suite *thrsec_suite(void)
     TH_LOOPS(tc, 2, test_thr_budget);
     TH_LOOPS(tc, 2, test_thr_window);
     TH_LOOPS(tc, 2, test_thr_perm);
+    TH_LOOPS(tc, 2, test_thr_att_pages);
     TH_LOOPS(tc, 2, test_thr_more_opens_nothing);
     return s;
 }

@@ -1,8 +1,9 @@
 /* compose_thr.c — a composition's threshold selection (`select: {threshold: X}`) on real operands,
  * the ops `policy check` runs and the secure session executes on shares (secpol_emit.c): key
  * norms per token or summed per page (at every decode step, once after the prompt, or every N
- * steps), the query against page bounds (at every step or every N), attention (at every step,
- * once or every N) or window votes (once), per KV head or per layer, shared across layers or not,
+ * steps), the query against page bounds (at every step or every N), attention (per token at every
+ * step, once or every N, or in pages at every step or every N) or window votes (once), per KV
+ * head or per layer, shared across layers or not,
  * compared with the public threshold obliviously. The kept count is not opened: every candidate's
  * [K | V] row stays in the step's attention, and a dropped one's attention score is biased by
  * −PCHECK_PAD_BIAS before the softmax (pcheck_selection_bias), as quest's padding rows are —
@@ -29,7 +30,8 @@ int compose_thr_shaped(const cspec *sp)
     return sp->sel == K_THRESHOLD && (!sp->permanent || perm_ok) && !sp->cluster &&
            ((sp->score == SC_BOUNDS && sp->when == W_STEP) ||
             (sp->score == SC_WINDOW && sp->when == W_ONCE && sp->page <= 1) ||
-            (sp->score == SC_ATT && sp->page <= 1) || sp->score == SC_KEYNORM);
+            (sp->score == SC_ATT && (sp->page <= 1 || (sp->when == W_STEP && !sp->permanent))) ||
+            sp->score == SC_KEYNORM);
 }
 
 /* x (Hkv, nu) of the candidate units [u0, u0 + nu) of S entries as a value per candidate entry
@@ -46,6 +48,28 @@ static uint32_t per_entry(opb *b, uint32_t x, uint32_t Hkv, uint32_t nu, uint32_
     uint32_t all =
         opb_matmul_pub(b, x, ones, Hkv * nu, 1, S, opb_tensor(b, t, OPT_TEMP, Hkv, nu * S, 1));
     return opb_rows(b, all, Hkv, c0 - c0 / S * S, c1 - c0, 1, nm);
+}
+
+/* The candidate units' scores (B, 1, nu) from the entry scores x (B, ≥ c1, 1): the entries
+ * [c0, c1) summed per unit of S, [⌊c0 / S⌋, ⌈c1 / S⌉), the entries outside them none of their
+ * unit's (written into zeros: a view; summed by a product with public ones: local), as select()
+ * scores a page by its candidates' sum; S = 1 the entries' own. */
+static uint32_t unit_row(opb *b, uint32_t x, uint32_t B, uint32_t c0, uint32_t c1, uint32_t S,
+                         const char *nm)
+{
+    char c[48], p[48], u[48];
+    uint32_t nc = c1 - c0, u0 = c0 / S, nu = (c1 + S - 1) / S - u0;
+    snprintf(c, sizeof c, "%.36s_cand", nm);
+    uint32_t cand = opb_rows(b, x, B, c0, nc, 1, S == 1 ? "cmp.next_cand" : c);
+    if (S == 1)
+        return opb_transpose(b, cand, B, nc, 1, nm);
+    snprintf(p, sizeof p, "%.36s_pad", nm);
+    snprintf(u, sizeof u, "%.36s_sum", nm);
+    uint32_t pad = opb_tensor(b, p, OPT_TEMP, B, nu * S, 1);
+    opb_put(b, cand, pad, B, c0 - u0 * S, nc, 1);
+    uint32_t ones = opb_shared(b, "cmp.unit_ones", OPT_PUBLIC, 1, S, 1);
+    uint32_t sum = opb_matmul_pub(b, pad, ones, B * nu, S, 1, opb_tensor(b, u, OPT_TEMP, B, nu, 1));
+    return opb_transpose(b, sum, B, nu, 1, nm);
 }
 
 /* The threshold on the scores row (B, 1, nu) of the candidate units [⌊c0 / S⌋, ⌈c1 / S⌉), one
@@ -127,7 +151,8 @@ static double att_thr(const compose_thr *t)
  * of its float, against select()'s float sum of A terms) and the threshold's fixed point within
  * 2⁻ᶠ: the float sum's error at most A·M·2⁻²⁴, M the largest candidate score of the layer's
  * carried ones up to upto, or over the newest row A (each term at most 1: a row carried since
- * may be smaller than the one decided on). */
+ * may be smaller than the one decided on). A page's: the sum of S such scores, S·A terms of at
+ * most S·M summed. */
 static double att_tol(const compose_thr *t, uint32_t w, uint32_t upto)
 {
     const policy_env *v = t->env;
@@ -137,7 +162,7 @@ static double att_tol(const compose_thr *t, uint32_t w, uint32_t upto)
         for (uint32_t j = 0; j < upto; j++)
             M = fmax(M, t->norms[(size_t)g * v->max_len + j]);
     M = t->last ? A : M;
-    return A * (u + M * 0x1p-24) + u;
+    return t->S * A * (u + t->S * M * 0x1p-24) + u; /* pages: a sum of S entries' */
 }
 
 /* Scores x (B, n), one row per selection, as per-KV-head tie scores (Hkv, n): each selection's
@@ -169,9 +194,8 @@ static void att_next(opb *b, const compose_thr *t, uint32_t sc, uint32_t tab, ui
         return; /* no candidates: nothing biased */
     uint32_t col;
     if (at == T) {
-        uint32_t row = opb_transpose(b, opb_rows(b, sc, B, c0, c1 - c0, 1, "cmp.next_cand"), B,
-                                     c1 - c0, 1, "cmp.next_row");
-        uint32_t bias = thr_bias(b, row, B, H, c0, c1, 1, att_thr(t));
+        uint32_t row = unit_row(b, sc, B, c0, c1, t->S, "cmp.next_row");
+        uint32_t bias = thr_bias(b, row, B, H, c0, c1, t->S, att_thr(t));
         col = opb_op(b, OP_VIEW, H, c1 - c0, 0, 1, bias, OP_NONE, OP_NONE,
                      opb_tensor(b, "cmp.bias_col", OPT_TEMP, H, c1 - c0, 1), 0, 0, 0);
         if (t->every > 1) /* the steps until the next selection name it too */
@@ -195,7 +219,8 @@ static void att_next(opb *b, const compose_thr *t, uint32_t sc, uint32_t tab, ui
 }
 
 /* Attention scores (accumulated, or the newest row's) at every step or every N, per KV head or
- * one per layer (`share: layer`: every head's row summed): the decision for step T is made at
+ * one per layer (`share: layer`: every head's row summed), per token or summed per page of S
+ * (unit_row: a page's score its candidates' sum, as select()'s): the decision for step T is made at
  * the step before, after its softmax (select() at T ranks the attention observed up to query
  * T − 1), and carried as state, as compose_att.c does; the step attends every cached entry (the
  * rows state, none public), so its slots' attention is every entry's in position order, added to
@@ -248,6 +273,15 @@ static int thr_att_emit(const compose_thr *t, int phase, uint32_t layer, uint32_
             opb_put(&b, rank, kept, B, 0, T, 1);
         rank = opb_rows(&b, kept, B, 0, T, 1, "cmp.rank_kept");
     }
+    if (t->S > 1 && c1 > c0) { /* pages: each candidate's its page's, as select() ranks them */
+        uint32_t nu = (c1 + t->S - 1) / t->S - c0 / t->S;
+        uint32_t ur = unit_row(&b, rank, B, c0, c1, t->S, "cmp.rank_units");
+        uint32_t pages = opb_tensor(&b, "cmp.rank_pages", OPT_TEMP, B, T, 1);
+        opb_put(&b, rank, pages, B, 0, T, 1);
+        opb_put(&b, per_entry(&b, ur, B, nu, t->S, c0, c1, "cmp.rank_entries"), pages, B, c0,
+                c1 - c0, 1);
+        rank = pages;
+    }
     rank = per_head(&b, rank, B, Hkv, T, "cmp.rank_heads");
     if (t->group) /* the scores its later layers name (a view) */
         opb_op(&b, OP_VIEW, Hkv, T, 0, 1, rank, OP_NONE, OP_NONE,
@@ -294,8 +328,8 @@ static uint32_t att_prompt_scores(opb *b, const compose_thr *t, uint32_t P)
  * on the votes' scale (select()'s mean vote times G·window, and the kernel for average pooling:
  * snap_votes_emit's sums), the decision and the scores kept as state (views); each decode step
  * names the prompt's candidates with them, the rest public. A later layer of a group names its
- * own candidates with its leader's. Only where the candidates end inside the voted entries
- * (c1 ≤ P − window: the caller checks every layer). */
+ * own candidates with its leader's. Candidates reaching into the voting queries' own rows
+ * (c1 > P − window) vote 0, as in select() (snap_votes_emit's nv). */
 static int thr_window_emit(const compose_thr *t, int phase, uint32_t layer, uint32_t kv_len,
                            op_program *prog, const char *name, errbuf *e)
 {
