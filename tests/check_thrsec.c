@@ -192,18 +192,34 @@ static const char thrapg_yaml[] = "name: thrapg_t\nsinks: 2\nrecent: 4\nscore: a
                                   "granularity: {page: 4}\nwhen: {every: 3}\n"
                                   "share: {heads: kv_head, layers: 2}\nselect: {threshold: 3}\n";
 
+/* Evicting for good by scores that move either way (the newest row; a page's sum): the dropped
+ * entries carried as state, OR'ed with each decision. The newest row beside a window of 4, at
+ * least 0.05; accumulated attention in pages of 4 beside 2 sinks and a window of 4, at least 2;
+ * the newest row in pages, one per layer, beside 6 sinks and a window of 3, at least 0.3. */
+static const char thrgl_yaml[] = "name: thrgl_t\nrecent: 4\n"
+                                 "score: {attention: {accumulate: false}}\nevict: permanent\n"
+                                 "select: {threshold: 0.05}\n";
+static const char thrgap_yaml[] = "name: thrgap_t\nsinks: 2\nrecent: 4\nscore: attention\n"
+                                  "granularity: {page: 4}\nevict: permanent\n"
+                                  "select: {threshold: 2}\n";
+static const char thrgpl_yaml[] = "name: thrgpl_t\nsinks: 6\nrecent: 3\n"
+                                  "score: {attention: {accumulate: false}}\n"
+                                  "granularity: {page: 4}\nshare: layer\nevict: permanent\n"
+                                  "select: {threshold: 0.3}\n";
+
 typedef struct shape {
     const char *file, *text, *name;
     const char *param; /* a policy parameter key=value, or NULL */
 } shape;
 
-#define N_SHAPES 41
+#define N_SHAPES 44
 #define ATT_FROM 17       /* the attention shapes beyond every step per KV head */
 #define BOUNDS_FROM 24    /* page bounds every N */
 #define BUDGET_FROM 27    /* under a kv_budget fraction */
 #define WINDOW_FROM 31    /* window votes */
 #define PERM_FROM 34      /* evicting for good */
 #define ATT_PAGES_FROM 38 /* attention in pages */
+#define GONE_FROM 41      /* evicting for good, the dropped entries as state */
 static const shape shapes[N_SHAPES] = {{"thr.yaml", thr_yaml, "thr_t", NULL},
                                        {"thrpg.yaml", thrpg_yaml, "thrpg_t", NULL},
                                        {"thrpb.yaml", thrpb_yaml, "thrpb_t", NULL},
@@ -244,7 +260,10 @@ static const shape shapes[N_SHAPES] = {{"thr.yaml", thr_yaml, "thr_t", NULL},
                                        {"thraps.yaml", thraps_yaml, "thraps_t", NULL},
                                        {"thrap4.yaml", thrap4_yaml, "thrap4_t", NULL},
                                        {"thrapl.yaml", thrapl_yaml, "thrapl_t", NULL},
-                                       {"thrapg.yaml", thrapg_yaml, "thrapg_t", NULL}};
+                                       {"thrapg.yaml", thrapg_yaml, "thrapg_t", NULL},
+                                       {"thrgl.yaml", thrgl_yaml, "thrgl_t", NULL},
+                                       {"thrgap.yaml", thrgap_yaml, "thrgap_t", NULL},
+                                       {"thrgpl.yaml", thrgpl_yaml, "thrgpl_t", NULL}};
 
 /* On shares: 5 layers x 4 KV heads x 8 decode steps = 160 masks, each equal to select() over
  * the session's values (ties at the threshold within the stated bound), every op as
@@ -366,7 +385,28 @@ START_TEST(test_thr_perm) { thr_range(_i, PERM_FROM, ATT_PAGES_FROM); }
 END_TEST
 
 /* Attention in pages (shapes 38 to 40): replayed with a NOTE before, "cost declared". */
-START_TEST(test_thr_att_pages) { thr_range(_i, ATT_PAGES_FROM, N_SHAPES); }
+START_TEST(test_thr_att_pages) { thr_range(_i, ATT_PAGES_FROM, GONE_FROM); }
+END_TEST
+
+/* Evicting for good by the newest row or a page's sum (shapes 41 to 43): replayed with a NOTE
+ * before, "cost declared". Under a kv_budget fraction (the sinks growing over dropped entries,
+ * which select() takes back) the newest row stays replayed, clearly. */
+START_TEST(test_thr_gone)
+{
+    static const char *const pn[2] = {"semi2k", "aby3"};
+    char out[1 << 14];
+    thr_range(_i, GONE_FROM, N_SHAPES);
+    char *yaml = strdup(th_file(&td, "thrglb.yaml",
+                                "name: thrglb_t\nsinks: 2\nrecent: 4\n"
+                                "score: {attention: {accumulate: false}}\nevict: permanent\n"
+                                "kv_budget: {recent: rest}\nselect: {threshold: 0.05}\n"));
+    th_cli_expect(out, sizeof out, 0, "NOTE: thrglb_t has no selection on shares",
+                  "validate --model stories260K -p %s --accuracy 24 --prompt 16 --policy '%s' "
+                  "--policy-param kv_budget=0.5",
+                  pn[_i], yaml);
+    ck_assert_msg(strstr(out, "prediction: yes"), "%s", out);
+    free(yaml);
+}
 END_TEST
 
 /* With a window of 2 the candidates reach into the voting queries' own rows (c1 > P − window),
@@ -475,8 +515,9 @@ END_TEST
  * of 32, 8 of 29 candidates; votes: 12 of the prompt, 9 between 2 sinks and a window of 5; key
  * norms evicting for good: 28 of 32, 27 between 2 sinks and a window of 3; attention evicting for
  * good: 29 of 33, 27 between 2 sinks and a window of 4; attention in pages of 4: 8 pages of 29
- * candidates, 7 of [6, 30) after 6 sinks, 8 of [2, 30) every 3 steps at 34 entries; per KV head
- * or one per layer), none at a
+ * candidates, 7 of [6, 30) after 6 sinks, 8 of [2, 30) every 3 steps at 34 entries; the dropped
+ * entries as state: 29 of 33 per KV head, 8 pages of [2, 29), 7 of [6, 30); per KV head or one per
+ * layer), none at a
  * step between selections or in a later layer of a group; a decode step names every cached row
  * (once, pages: the candidates of the deciding step, the rest public), biased by the decision. */
 START_TEST(test_thr_more_opens_nothing)
@@ -499,7 +540,8 @@ START_TEST(test_thr_more_opens_nothing)
              {36, PHASE_DECODE, 0, 32, 116, 32}, {37, PHASE_DECODE, 0, 32, 27, 32},
              {38, PHASE_DECODE, 0, 32, 32, 32},  {39, PHASE_DECODE, 0, 32, 7, 32},
              {40, PHASE_DECODE, 0, 33, 32, 33},  {40, PHASE_DECODE, 0, 32, 0, 32},
-             {40, PHASE_DECODE, 1, 33, 0, 33}};
+             {40, PHASE_DECODE, 1, 33, 0, 33},   {41, PHASE_DECODE, 0, 32, 116, 32},
+             {42, PHASE_DECODE, 0, 32, 32, 32},  {43, PHASE_DECODE, 0, 32, 7, 32}};
     for (size_t i = 0; i < sizeof c / sizeof *c; i++) {
         if ((c[i].shape < WINDOW_FROM) != (_i == 0))
             continue; /* in two halves: one process loads at most 16 compositions */
@@ -580,6 +622,7 @@ Suite *thrsec_suite(void)
     TH_LOOPS(tc, 2, test_thr_window);
     TH_LOOPS(tc, 2, test_thr_perm);
     TH_LOOPS(tc, 2, test_thr_att_pages);
+    TH_LOOPS(tc, 2, test_thr_gone);
     TH_LOOPS(tc, 2, test_thr_more_opens_nothing);
     return s;
 }

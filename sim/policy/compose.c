@@ -626,6 +626,14 @@ static void att_budget(const void *st, uint32_t layer, uint32_t T, compose_att_b
 
 /* A threshold of key norms, page bounds, attention or window votes on real operands
  * (compose_thr.c). */
+/* An attention threshold evicting for good whose scores move either way (the newest row, a
+ * page's sum): its dropped entries carried as state (compose_thr.gone). */
+static int thr_gone(const cstate *s)
+{
+    return s->sp->sel == K_THRESHOLD && s->sp->permanent && s->sp->score == SC_ATT &&
+           (s->sp->att_last || s->page > 1);
+}
+
 static int cs_emit_thr(cstate *s, int phase, uint32_t layer, uint32_t kv_len, op_program *prog,
                        errbuf *e)
 {
@@ -638,6 +646,7 @@ static int cs_emit_thr(cstate *s, int phase, uint32_t layer, uint32_t kv_len, op
     t.qmax = s->qmax ? s->qmax[lead] : 0, t.kmax = s->kmax ? s->kmax[lead] : 0;
     t.every = s->every, t.last = s->sp->att_last;
     t.window = s->window, t.kernel = s->kernel, t.maxpool = s->maxpool;
+    t.gone = thr_gone(s);
     return compose_thr_emit(&t, phase, layer, kv_len, prog, s->sl->name, e);
 }
 
@@ -687,7 +696,10 @@ static uint32_t window_layer_select(opb *b, uint32_t sc, uint32_t Hkv, uint32_t 
 /* A threshold on real operands (compose_thr.c), window votes where they fit. */
 static int thr_real(const cstate *s)
 {
-    return compose_thr_shaped(s->sp) && (s->sp->score != SC_WINDOW || votes_fit(s));
+    /* the dropped entries as state: the candidates' first entry fixed (no kv_budget fraction,
+     * under which select() takes an entry back when the sinks grow over it) */
+    return compose_thr_shaped(s->sp) && (s->sp->score != SC_WINDOW || votes_fit(s)) &&
+           !(thr_gone(s) && s->frac > 0);
 }
 
 static int cs_emit_window(cstate *s, int phase, uint32_t layer, uint32_t kv_len, op_program *prog,

@@ -223,6 +223,8 @@ typedef struct compose_thr {
      * its own rows with; group: the first layer of a group keeps them as state at every step */
     uint32_t lead;
     int group;
+    int gone; /* evicting for good by scores that move (the newest row, pages): the dropped
+               * entries carried as state, an entry once dropped never kept again */
 } compose_thr;
 int compose_thr_shaped(const cspec *sp);
 int compose_thr_emit(const compose_thr *t, int phase, uint32_t layer, uint32_t kv_len,

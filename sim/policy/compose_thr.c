@@ -23,14 +23,14 @@ int compose_thr_shaped(const cspec *sp)
      * dropped stays below it and one it kept stays above — select()'s kept set at every step is
      * the threshold over the step's candidates, as without `evict`. So by accumulated attention
      * of tokens at every step: a dropped entry is attended by no query (its score biased out),
-     * so its score stays below; a kept one's only grows */
-    int perm_ok = (sp->score == SC_KEYNORM || (sp->score == SC_ATT && !sp->att_last &&
-                                               sp->when == W_STEP && sp->every <= 1)) &&
-                  sp->page <= 1;
+     * so its score stays below; a kept one's only grows. The newest row's attention and a page's
+     * sum move either way: the dropped entries are carried as state (compose_thr.gone) */
+    int perm_ok = (sp->score == SC_KEYNORM && sp->page <= 1) ||
+                  (sp->score == SC_ATT && sp->when == W_STEP && sp->every <= 1);
     return sp->sel == K_THRESHOLD && (!sp->permanent || perm_ok) && !sp->cluster &&
            ((sp->score == SC_BOUNDS && sp->when == W_STEP) ||
             (sp->score == SC_WINDOW && sp->when == W_ONCE && sp->page <= 1) ||
-            (sp->score == SC_ATT && (sp->page <= 1 || (sp->when == W_STEP && !sp->permanent))) ||
+            (sp->score == SC_ATT && (sp->page <= 1 || sp->when == W_STEP)) ||
             sp->score == SC_KEYNORM);
 }
 
@@ -76,18 +76,24 @@ static uint32_t unit_row(opb *b, uint32_t x, uint32_t B, uint32_t c0, uint32_t c
  * per KV head (B = Hkv) or one per layer (B = 1, `share: layer`): the score bias of each
  * candidate entry (H, c1 − c0), −PCHECK_PAD_BIAS where its unit is dropped, for each of the
  * H / B query heads it selects for. */
-static uint32_t thr_bias(opb *b, uint32_t row, uint32_t B, uint32_t H, uint32_t c0, uint32_t c1,
-                         uint32_t S, double thr)
+/* [U < thr] of the scores row (B, 1, nu): 0/1 per unit. */
+static uint32_t thr_below(opb *b, uint32_t row, uint32_t B, uint32_t nu, double thr)
 {
-    uint32_t nu = (c1 + S - 1) / S - c0 / S, nc = c1 - c0;
     /* COST: [U < thr] per candidate unit against the threshold as a constant on shares (a value
      * times 0, plus thr: local), one comparison each; the kept count is not opened */
     uint32_t at = opb_rows(b, row, 1, 0, 1, 1, "cmp.thr_at");
     uint32_t thc = opb_tensor(b, "cmp.thr", OPT_TEMP, 1, 1, 1);
     opb_op(b, OP_MUL_PUB, 1, 1, 0, 1, at, OP_NONE, OP_NONE, thc, OPF_NO_TRUNC, 0, 0.0);
     opb_op(b, OP_ADD_PUB, 1, 1, 0, 1, thc, OP_NONE, OP_NONE, thc, 0, 0, thr);
-    uint32_t lt = opb_op(b, OP_LT, B, 1, 0, nu, row, thc, OP_NONE,
-                         opb_tensor(b, "cmp.below", OPT_TEMP, B, 1, nu), 0, 0, 0);
+    return opb_op(b, OP_LT, B, 1, 0, nu, row, thc, OP_NONE,
+                  opb_tensor(b, "cmp.below", OPT_TEMP, B, 1, nu), 0, 0, 0);
+}
+
+static uint32_t thr_bias(opb *b, uint32_t row, uint32_t B, uint32_t H, uint32_t c0, uint32_t c1,
+                         uint32_t S, double thr)
+{
+    uint32_t nu = (c1 + S - 1) / S - c0 / S, nc = c1 - c0;
+    uint32_t lt = thr_below(b, row, B, nu, thr);
     /* a dropped unit's score bias −PCHECK_PAD_BIAS (the 0/1 bit times its fixed point: local),
      * per candidate entry, repeated for the query heads it selects for (local products) */
     uint32_t bu = opb_op(b, OP_MUL_PUB, B, 1, 0, nu, lt, OP_NONE, OP_NONE,
@@ -95,6 +101,42 @@ static uint32_t thr_bias(opb *b, uint32_t row, uint32_t B, uint32_t H, uint32_t 
                          -PCHECK_PAD_BIAS);
     uint32_t bias = per_entry(b, bu, B, nu, S, c0, c1, "cmp.drop_entries");
     return H > B ? opb_repeat(b, bias, B, nc, H / B, "cmp.drop_heads") : bias;
+}
+
+/* As thr_bias, evicting for good: each candidate entry's bit (its unit's) OR'ed into the state
+ * "cmp.gone" (B, max_len, 1) of the entries dropped so far, a + b − a·b (COST: one
+ * multiplication per candidate entry and selection), the biases from it — an entry once dropped
+ * stays out, as select()'s alive set keeps it, whatever its score does after. */
+static uint32_t thr_gone_bias(opb *b, uint32_t bits, uint32_t B, uint32_t H, uint32_t nc)
+{
+    uint32_t bias = opb_op(b, OP_MUL_PUB, B, nc, 0, 1, bits, OP_NONE, OP_NONE,
+                           opb_tensor(b, "cmp.gone_bias", OPT_TEMP, B, 1, nc), OPF_NO_TRUNC, 0,
+                           -PCHECK_PAD_BIAS);
+    return H > B ? opb_repeat(b, bias, B, nc, H / B, "cmp.drop_heads") : bias;
+}
+
+static uint32_t thr_bias_gone(opb *b, const compose_thr *t, uint32_t row, uint32_t B, uint32_t H,
+                              uint32_t c0, uint32_t c1, double thr, int first)
+{
+    uint32_t S = t->S, nu = (c1 + S - 1) / S - c0 / S, nc = c1 - c0;
+    uint32_t lt =
+        per_entry(b, thr_below(b, row, B, nu, thr), B, nu, S, c0, c1, "cmp.below_entries");
+    if (S == 1) /* a column per selection, as the state's rows */
+        lt = opb_transpose(b, lt, B, 1, nc, "cmp.below_col");
+    uint32_t gone = opb_shared(b, "cmp.gone", OPT_CACHE, B, t->env->max_len, 1);
+    if (first) { /* the prompt's decision: none dropped before (the state written, not read) */
+        opb_put(b, lt, gone, B, c0, nc, 1);
+        return thr_gone_bias(b, lt, B, H, nc);
+    }
+    uint32_t old = opb_rows(b, gone, B, c0, nc, 1, "cmp.gone_old");
+    uint32_t both = opb_op(b, OP_MUL, B, nc, 0, 1, old, lt, OP_NONE,
+                           opb_tensor(b, "cmp.gone_both", OPT_TEMP, B, nc, 1), OPF_NO_TRUNC, 0, 0);
+    uint32_t sum = opb_op(b, OP_ADD, B, nc, 0, 1, old, lt, OP_NONE,
+                          opb_tensor(b, "cmp.gone_sum", OPT_TEMP, B, nc, 1), 0, 0, 0);
+    uint32_t now = opb_op(b, OP_SUB, B, nc, 0, 1, sum, both, OP_NONE,
+                          opb_tensor(b, "cmp.gone_now", OPT_TEMP, B, nc, 1), 0, 0, 0);
+    opb_put(b, now, gone, B, c0, nc, 1);
+    return thr_gone_bias(b, now, B, H, nc);
 }
 
 /* Names every candidate entry's cached [K | V] row of [c0, c1) (a view: kv_len cached) as the
@@ -195,7 +237,9 @@ static void att_next(opb *b, const compose_thr *t, uint32_t sc, uint32_t tab, ui
     uint32_t col;
     if (at == T) {
         uint32_t row = unit_row(b, sc, B, c0, c1, t->S, "cmp.next_row");
-        uint32_t bias = thr_bias(b, row, B, H, c0, c1, t->S, att_thr(t));
+        uint32_t bias =
+            t->gone ? thr_bias_gone(b, t, row, B, H, c0, c1, att_thr(t), T <= t->env->prompt_len)
+                    : thr_bias(b, row, B, H, c0, c1, t->S, att_thr(t));
         col = opb_op(b, OP_VIEW, H, c1 - c0, 0, 1, bias, OP_NONE, OP_NONE,
                      opb_tensor(b, "cmp.bias_col", OPT_TEMP, H, c1 - c0, 1), 0, 0, 0);
         if (t->every > 1) /* the steps until the next selection name it too */
