@@ -207,12 +207,22 @@ static const char thrgpl_yaml[] = "name: thrgpl_t\nsinks: 6\nrecent: 3\n"
                                   "granularity: {page: 4}\nshare: layer\nevict: permanent\n"
                                   "select: {threshold: 0.3}\n";
 
+/* Key norms in pages evicting for good (a page's sum grows as more of it leaves the window): the
+ * dropped entries as state; pages of 4 beside 2 sinks and a window of 4, at least 800; one per
+ * layer beside 5 sinks and a window of 3, at least 3000. */
+static const char thrgk_yaml[] = "name: thrgk_t\nsinks: 2\nrecent: 4\nscore: key_norm\n"
+                                 "granularity: {page: 4}\nevict: permanent\n"
+                                 "select: {threshold: 800}\n";
+static const char thrgkl_yaml[] = "name: thrgkl_t\nsinks: 5\nrecent: 3\nscore: key_norm\n"
+                                  "granularity: {page: 4}\nshare: layer\nevict: permanent\n"
+                                  "select: {threshold: 3000}\n";
+
 typedef struct shape {
     const char *file, *text, *name;
     const char *param; /* a policy parameter key=value, or NULL */
 } shape;
 
-#define N_SHAPES 44
+#define N_SHAPES 46
 #define ATT_FROM 17       /* the attention shapes beyond every step per KV head */
 #define BOUNDS_FROM 24    /* page bounds every N */
 #define BUDGET_FROM 27    /* under a kv_budget fraction */
@@ -263,7 +273,9 @@ static const shape shapes[N_SHAPES] = {{"thr.yaml", thr_yaml, "thr_t", NULL},
                                        {"thrapg.yaml", thrapg_yaml, "thrapg_t", NULL},
                                        {"thrgl.yaml", thrgl_yaml, "thrgl_t", NULL},
                                        {"thrgap.yaml", thrgap_yaml, "thrgap_t", NULL},
-                                       {"thrgpl.yaml", thrgpl_yaml, "thrgpl_t", NULL}};
+                                       {"thrgpl.yaml", thrgpl_yaml, "thrgpl_t", NULL},
+                                       {"thrgk.yaml", thrgk_yaml, "thrgk_t", NULL},
+                                       {"thrgkl.yaml", thrgkl_yaml, "thrgkl_t", NULL}};
 
 /* On shares: 5 layers x 4 KV heads x 8 decode steps = 160 masks, each equal to select() over
  * the session's values (ties at the threshold within the stated bound), every op as
@@ -388,7 +400,7 @@ END_TEST
 START_TEST(test_thr_att_pages) { thr_range(_i, ATT_PAGES_FROM, GONE_FROM); }
 END_TEST
 
-/* Evicting for good by the newest row or a page's sum (shapes 41 to 43): replayed with a NOTE
+/* Evicting for good by the newest row or a page's sum (shapes 41 to 45): replayed with a NOTE
  * before, "cost declared". Under a kv_budget fraction (the sinks growing over dropped entries,
  * which select() takes back) the newest row stays replayed, clearly. */
 START_TEST(test_thr_gone)
@@ -516,8 +528,8 @@ END_TEST
  * norms evicting for good: 28 of 32, 27 between 2 sinks and a window of 3; attention evicting for
  * good: 29 of 33, 27 between 2 sinks and a window of 4; attention in pages of 4: 8 pages of 29
  * candidates, 7 of [6, 30) after 6 sinks, 8 of [2, 30) every 3 steps at 34 entries; the dropped
- * entries as state: 29 of 33 per KV head, 8 pages of [2, 29), 7 of [6, 30); per KV head or one per
- * layer), none at a
+ * entries as state: 29 of 33 per KV head, 8 pages of [2, 29), 7 of [6, 30), key norms 7 pages of
+ * [2, 28) and 7 of [5, 29); per KV head or one per layer), none at a
  * step between selections or in a later layer of a group; a decode step names every cached row
  * (once, pages: the candidates of the deciding step, the rest public), biased by the decision. */
 START_TEST(test_thr_more_opens_nothing)
@@ -541,7 +553,8 @@ START_TEST(test_thr_more_opens_nothing)
              {38, PHASE_DECODE, 0, 32, 32, 32},  {39, PHASE_DECODE, 0, 32, 7, 32},
              {40, PHASE_DECODE, 0, 33, 32, 33},  {40, PHASE_DECODE, 0, 32, 0, 32},
              {40, PHASE_DECODE, 1, 33, 0, 33},   {41, PHASE_DECODE, 0, 32, 116, 32},
-             {42, PHASE_DECODE, 0, 32, 32, 32},  {43, PHASE_DECODE, 0, 32, 7, 32}};
+             {42, PHASE_DECODE, 0, 32, 32, 32},  {43, PHASE_DECODE, 0, 32, 7, 32},
+             {44, PHASE_DECODE, 0, 32, 28, 26},  {45, PHASE_DECODE, 0, 32, 7, 24}};
     for (size_t i = 0; i < sizeof c / sizeof *c; i++) {
         if ((c[i].shape < WINDOW_FROM) != (_i == 0))
             continue; /* in two halves: one process loads at most 16 compositions */

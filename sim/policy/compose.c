@@ -626,12 +626,15 @@ static void att_budget(const void *st, uint32_t layer, uint32_t T, compose_att_b
 
 /* A threshold of key norms, page bounds, attention or window votes on real operands
  * (compose_thr.c). */
-/* An attention threshold evicting for good whose scores move either way (the newest row, a
- * page's sum): its dropped entries carried as state (compose_thr.gone). */
+/* A threshold evicting for good whose scores move either way (the newest row's attention, a
+ * page's sum of attention or key norms): its dropped entries carried as state
+ * (compose_thr.gone). */
 static int thr_gone(const cstate *s)
 {
-    return s->sp->sel == K_THRESHOLD && s->sp->permanent && s->sp->score == SC_ATT &&
-           (s->sp->att_last || s->page > 1);
+    const cspec *sp = s->sp;
+    return sp->sel == K_THRESHOLD && sp->permanent &&
+           ((sp->score == SC_ATT && (sp->att_last || s->page > 1)) ||
+            (sp->score == SC_KEYNORM && s->page > 1));
 }
 
 static int cs_emit_thr(cstate *s, int phase, uint32_t layer, uint32_t kv_len, op_program *prog,

@@ -24,9 +24,11 @@ int compose_thr_shaped(const cspec *sp)
      * the threshold over the step's candidates, as without `evict`. So by accumulated attention
      * of tokens at every step: a dropped entry is attended by no query (its score biased out),
      * so its score stays below; a kept one's only grows. The newest row's attention and a page's
-     * sum move either way: the dropped entries are carried as state (compose_thr.gone) */
-    int perm_ok = (sp->score == SC_KEYNORM && sp->page <= 1) ||
-                  (sp->score == SC_ATT && sp->when == W_STEP && sp->every <= 1);
+     * sum (of norms or attention: it grows as more of the page leaves the window) move either way:
+     * the dropped entries are carried as state (compose_thr.gone) */
+    int perm_ok =
+        (sp->score == SC_KEYNORM && sp->page <= 1) ||
+        ((sp->score == SC_ATT || sp->score == SC_KEYNORM) && sp->when == W_STEP && sp->every <= 1);
     return sp->sel == K_THRESHOLD && (!sp->permanent || perm_ok) && !sp->cluster &&
            ((sp->score == SC_BOUNDS && sp->when == W_STEP) ||
             (sp->score == SC_WINDOW && sp->when == W_ONCE && sp->page <= 1) ||
@@ -521,7 +523,8 @@ int compose_thr_emit(const compose_thr *t, int phase, uint32_t layer, uint32_t k
     row = t->shared ? compose_heads_sum(&b, row, Hkv, nu, "cmp.heads_row") : row;
     uint32_t bias = OP_NONE;
     if (decides) {
-        bias = thr_bias(&b, row, B, H, c0, c1, S, thr);
+        bias = t->gone ? thr_bias_gone(&b, t, row, B, H, c0, c1, thr, kv_len <= P)
+                       : thr_bias(&b, row, B, H, c0, c1, S, thr);
         if (dst != OP_NONE) /* as (H, c1 − c0, 1): a view */
             opb_put(&b,
                     opb_op(&b, OP_VIEW, H, c1 - c0, 0, 1, bias, OP_NONE, OP_NONE,
