@@ -624,8 +624,6 @@ static void att_budget(const void *st, uint32_t layer, uint32_t T, compose_att_b
     budget(st, layer, T, &u->sinks, &u->recent, &u->k);
 }
 
-/* A threshold of key norms, page bounds, attention or window votes on real operands
- * (compose_thr.c). */
 /* A threshold evicting for good whose scores move either way (the newest row's attention, a
  * page's sum of attention or key norms): its dropped entries carried as state
  * (compose_thr.gone). */
@@ -637,6 +635,8 @@ static int thr_gone(const cstate *s)
             (sp->score == SC_KEYNORM && s->page > 1));
 }
 
+/* A threshold of key norms, page bounds, attention or window votes on real operands
+ * (compose_thr.c). */
 static int cs_emit_thr(cstate *s, int phase, uint32_t layer, uint32_t kv_len, op_program *prog,
                        errbuf *e)
 {

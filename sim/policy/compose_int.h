@@ -63,10 +63,11 @@ void compose_cluster_ops(policy_ops *ops);
 int compose_cluster_check(const cslot *sl, const policy_args *a, errbuf *e);
 
 /* A composition of H2O's shape (attention accumulated per KV head, a recent window, a top-k
- * at every step evicting for good, one selection per KV head): its selection on shares is
- * H2O's secure session fed with its budgets (compose_h2o.c), its sinks public rows before the
- * candidates (h2o_shape.sinks), its dense layers (`layers: {dense: N}`) layers that select
- * nothing (h2o_shape.dense). compose_h2o_budgets (compose.c) gives them from a state of the
+ * at every step evicting for good, one selection per KV head; also accumulated one per layer,
+ * `share: layer`, and the newest row per KV head: h2o_shape.shared, .last): its selection on
+ * shares is H2O's secure session fed with its budgets (compose_h2o.c), its sinks public rows
+ * before the candidates (h2o_shape.sinks), its dense layers (`layers: {dense: N}`) layers that
+ * select nothing (h2o_shape.dense). compose_h2o_budgets (compose.c) gives them from a state of the
  * composition, or 0 with why set when its parameters leave that shape (every layer dense,
  * pages, a pyramid). */
 int compose_h2o_shaped(const cspec *sp);

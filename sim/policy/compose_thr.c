@@ -62,6 +62,7 @@ static uint32_t unit_row(opb *b, uint32_t x, uint32_t B, uint32_t c0, uint32_t c
     char c[48], p[48], u[48];
     uint32_t nc = c1 - c0, u0 = c0 / S, nu = (c1 + S - 1) / S - u0;
     snprintf(c, sizeof c, "%.36s_cand", nm);
+    /* per token the names att_next's ops have always had */
     uint32_t cand = opb_rows(b, x, B, c0, nc, 1, S == 1 ? "cmp.next_cand" : c);
     if (S == 1)
         return opb_transpose(b, cand, B, nc, 1, nm);
@@ -74,10 +75,6 @@ static uint32_t unit_row(opb *b, uint32_t x, uint32_t B, uint32_t c0, uint32_t c
     return opb_transpose(b, sum, B, nu, 1, nm);
 }
 
-/* The threshold on the scores row (B, 1, nu) of the candidate units [⌊c0 / S⌋, ⌈c1 / S⌉), one
- * per KV head (B = Hkv) or one per layer (B = 1, `share: layer`): the score bias of each
- * candidate entry (H, c1 − c0), −PCHECK_PAD_BIAS where its unit is dropped, for each of the
- * H / B query heads it selects for. */
 /* [U < thr] of the scores row (B, 1, nu): 0/1 per unit. */
 static uint32_t thr_below(opb *b, uint32_t row, uint32_t B, uint32_t nu, double thr)
 {
@@ -91,6 +88,10 @@ static uint32_t thr_below(opb *b, uint32_t row, uint32_t B, uint32_t nu, double 
                   opb_tensor(b, "cmp.below", OPT_TEMP, B, 1, nu), 0, 0, 0);
 }
 
+/* The threshold on the scores row (B, 1, nu) of the candidate units [⌊c0 / S⌋, ⌈c1 / S⌉), one
+ * per KV head (B = Hkv) or one per layer (B = 1, `share: layer`): the score bias of each
+ * candidate entry (H, c1 − c0), −PCHECK_PAD_BIAS where its unit is dropped, for each of the
+ * H / B query heads it selects for. */
 static uint32_t thr_bias(opb *b, uint32_t row, uint32_t B, uint32_t H, uint32_t c0, uint32_t c1,
                          uint32_t S, double thr)
 {
@@ -105,10 +106,8 @@ static uint32_t thr_bias(opb *b, uint32_t row, uint32_t B, uint32_t H, uint32_t 
     return H > B ? opb_repeat(b, bias, B, nc, H / B, "cmp.drop_heads") : bias;
 }
 
-/* As thr_bias, evicting for good: each candidate entry's bit (its unit's) OR'ed into the state
- * "cmp.gone" (B, max_len, 1) of the entries dropped so far, a + b − a·b (COST: one
- * multiplication per candidate entry and selection), the biases from it — an entry once dropped
- * stays out, as select()'s alive set keeps it, whatever its score does after. */
+/* The biases (H, nc) of the 0/1 bits (B, nc) of the dropped candidate entries: each bit times
+ * −PCHECK_PAD_BIAS's fixed point (local), repeated for the query heads it selects for. */
 static uint32_t thr_gone_bias(opb *b, uint32_t bits, uint32_t B, uint32_t H, uint32_t nc)
 {
     uint32_t bias = opb_op(b, OP_MUL_PUB, B, nc, 0, 1, bits, OP_NONE, OP_NONE,
@@ -117,6 +116,11 @@ static uint32_t thr_gone_bias(opb *b, uint32_t bits, uint32_t B, uint32_t H, uin
     return H > B ? opb_repeat(b, bias, B, nc, H / B, "cmp.drop_heads") : bias;
 }
 
+/* As thr_bias, evicting for good: each candidate entry's bit (its unit's) OR'ed into the state
+ * "cmp.gone" (B, max_len, 1) of the entries dropped so far, a + b − a·b (COST: one
+ * multiplication per candidate entry and selection; first, the prompt's decision: the bits
+ * written as they are), the biases from it — an entry once dropped stays out, as select()'s
+ * alive set keeps it, whatever its score does after. */
 static uint32_t thr_bias_gone(opb *b, const compose_thr *t, uint32_t row, uint32_t B, uint32_t H,
                               uint32_t c0, uint32_t c1, double thr, int first)
 {

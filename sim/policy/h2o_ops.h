@@ -106,7 +106,8 @@ int h2o_emit_ops(op_program *p, const h2o_shape *s, int phase, uint32_t layer, u
 int h2o_emit_select(op_program *p, const h2o_shape *s, int phase, uint32_t n_layers, uint32_t c,
                     uint32_t t, const h2o_ids *lay, h2o_sel *out, errbuf *e);
 
-/* Public constants of the H2O ops, by tensor name ("L<l>.h2o.ones", "h2o.bcast"): fills
+/* Public constants of the H2O ops, by tensor name ("L<l>.h2o.ones", "h2o.bcast", one per layer
+ * the sums' and repeats' "h2o.<x>_ones"): fills
  * out[0..n) with raw ring integers; 0 if the name is not one of them. */
 int h2o_public(const op_tensor *t, uint64_t *out, size_t n);
 
