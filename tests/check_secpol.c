@@ -969,7 +969,7 @@ END_TEST
 /* H2O's session for the other two attention shapes evicting for good: the accumulated
  * attention one per layer (`share: layer`: one TOPK at the prompt and one ARGMAX a step of the
  * KV heads' summed scores, their one-hots each KV head's) and the newest row per KV head
- * (`accumulate: false`: each step's column sums alone, no score carried, rows of 2d columns),
+ * (`accumulate: false`: each step's column sums alone, no score carried, rows of 2d columns)
  * beside 2 sinks. Both replayed before (the session kept the replay's kept sets). */
 static const char *const h2o_more_name[2] = {"h2o_layer_sp", "h2o_last_sp"};
 static const char *const h2o_more_yaml[2] = {
