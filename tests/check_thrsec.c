@@ -217,12 +217,32 @@ static const char thrgkl_yaml[] = "name: thrgkl_t\nsinks: 5\nrecent: 3\nscore: k
                                   "granularity: {page: 4}\nshare: layer\nevict: permanent\n"
                                   "select: {threshold: 3000}\n";
 
+/* The same shapes under a kv_budget fraction (`{recent: rest}`: the window what the sinks leave
+ * of round(F·P) entries; `{recent: 0.5}`: half of what they leave): evicting for good, the budget
+ * is the prompt's, so the sinks and window stay fixed and a dropped candidate stays one. The
+ * newest row beside 2 sinks, at least 0.05; accumulated attention in pages of 4, at least 2; the
+ * newest row in pages one per layer beside 6 sinks, at least 0.3; key norms in pages beside 2
+ * sinks, at least 800. */
+static const char thrfl_yaml[] = "name: thrfl_t\nsinks: 2\nrecent: 4\n"
+                                 "score: {attention: {accumulate: false}}\nevict: permanent\n"
+                                 "kv_budget: {recent: rest}\nselect: {threshold: 0.05}\n";
+static const char thrfap_yaml[] = "name: thrfap_t\nsinks: 2\nrecent: 4\nscore: attention\n"
+                                  "granularity: {page: 4}\nevict: permanent\n"
+                                  "kv_budget: {recent: rest}\nselect: {threshold: 2}\n";
+static const char thrfpl_yaml[] = "name: thrfpl_t\nsinks: 6\nrecent: 3\n"
+                                  "score: {attention: {accumulate: false}}\n"
+                                  "granularity: {page: 4}\nshare: layer\nevict: permanent\n"
+                                  "kv_budget: {recent: rest}\nselect: {threshold: 0.3}\n";
+static const char thrfk_yaml[] = "name: thrfk_t\nsinks: 2\nrecent: 4\nscore: key_norm\n"
+                                 "granularity: {page: 4}\nevict: permanent\n"
+                                 "kv_budget: {recent: 0.5}\nselect: {threshold: 800}\n";
+
 typedef struct shape {
     const char *file, *text, *name;
     const char *param; /* a policy parameter key=value, or NULL */
 } shape;
 
-#define N_SHAPES 46
+#define N_SHAPES 50
 #define ATT_FROM 17       /* the attention shapes beyond every step per KV head */
 #define BOUNDS_FROM 24    /* page bounds every N */
 #define BUDGET_FROM 27    /* under a kv_budget fraction */
@@ -230,6 +250,7 @@ typedef struct shape {
 #define PERM_FROM 34      /* evicting for good */
 #define ATT_PAGES_FROM 38 /* attention in pages */
 #define GONE_FROM 41      /* evicting for good, the dropped entries as state */
+#define GONE_FRAC_FROM 46 /* the same under a kv_budget fraction */
 static const shape shapes[N_SHAPES] = {{"thr.yaml", thr_yaml, "thr_t", NULL},
                                        {"thrpg.yaml", thrpg_yaml, "thrpg_t", NULL},
                                        {"thrpb.yaml", thrpb_yaml, "thrpb_t", NULL},
@@ -275,7 +296,11 @@ static const shape shapes[N_SHAPES] = {{"thr.yaml", thr_yaml, "thr_t", NULL},
                                        {"thrgap.yaml", thrgap_yaml, "thrgap_t", NULL},
                                        {"thrgpl.yaml", thrgpl_yaml, "thrgpl_t", NULL},
                                        {"thrgk.yaml", thrgk_yaml, "thrgk_t", NULL},
-                                       {"thrgkl.yaml", thrgkl_yaml, "thrgkl_t", NULL}};
+                                       {"thrgkl.yaml", thrgkl_yaml, "thrgkl_t", NULL},
+                                       {"thrfl.yaml", thrfl_yaml, "thrfl_t", "kv_budget=0.5"},
+                                       {"thrfap.yaml", thrfap_yaml, "thrfap_t", "kv_budget=0.5"},
+                                       {"thrfpl.yaml", thrfpl_yaml, "thrfpl_t", "kv_budget=0.6"},
+                                       {"thrfk.yaml", thrfk_yaml, "thrfk_t", "kv_budget=0.75"}};
 
 /* On shares: 5 layers x 4 KV heads x 8 decode steps = 160 masks, each equal to select() over
  * the session's values (ties at the threshold within the stated bound), every op as
@@ -401,24 +426,13 @@ START_TEST(test_thr_att_pages) { thr_range(_i, ATT_PAGES_FROM, GONE_FROM); }
 END_TEST
 
 /* Evicting for good by the newest row or a page's sum (shapes 41 to 45): replayed with a NOTE
- * before, "cost declared". Under a kv_budget fraction (the sinks growing over dropped entries,
- * which select() takes back) the newest row stays replayed, clearly. */
-START_TEST(test_thr_gone)
-{
-    static const char *const pn[2] = {"semi2k", "aby3"};
-    char out[1 << 14];
-    thr_range(_i, GONE_FROM, N_SHAPES);
-    char *yaml = strdup(th_file(&td, "thrglb.yaml",
-                                "name: thrglb_t\nsinks: 2\nrecent: 4\n"
-                                "score: {attention: {accumulate: false}}\nevict: permanent\n"
-                                "kv_budget: {recent: rest}\nselect: {threshold: 0.05}\n"));
-    th_cli_expect(out, sizeof out, 0, "NOTE: thrglb_t has no selection on shares",
-                  "validate --model stories260K -p %s --accuracy 24 --prompt 16 --policy '%s' "
-                  "--policy-param kv_budget=0.5",
-                  pn[_i], yaml);
-    ck_assert_msg(strstr(out, "prediction: yes"), "%s", out);
-    free(yaml);
-}
+ * before, "cost declared". */
+START_TEST(test_thr_gone) { thr_range(_i, GONE_FROM, GONE_FRAC_FROM); }
+END_TEST
+
+/* The same under a kv_budget fraction (shapes 46 to 49): replayed with a NOTE before, "cost
+ * declared". */
+START_TEST(test_thr_gone_frac) { thr_range(_i, GONE_FRAC_FROM, N_SHAPES); }
 END_TEST
 
 /* With a window of 2 the candidates reach into the voting queries' own rows (c1 > P − window),
@@ -529,7 +543,9 @@ END_TEST
  * good: 29 of 33, 27 between 2 sinks and a window of 4; attention in pages of 4: 8 pages of 29
  * candidates, 7 of [6, 30) after 6 sinks, 8 of [2, 30) every 3 steps at 34 entries; the dropped
  * entries as state: 29 of 33 per KV head, 8 pages of [2, 29), 7 of [6, 30), key norms 7 pages of
- * [2, 28) and 7 of [5, 29); per KV head or one per layer), none at a
+ * [2, 28) and 7 of [5, 29); per KV head or one per layer; under a kv_budget fraction of 0.5 to
+ * 0.75, sinks and window fixed by the prompt: 25 of 33 per KV head, 7 pages of [2, 27), 7 of [6,
+ * 29), key norms 7 pages of [2, 27)), none at a
  * step between selections or in a later layer of a group; a decode step names every cached row
  * (once, pages: the candidates of the deciding step, the rest public), biased by the decision. */
 START_TEST(test_thr_more_opens_nothing)
@@ -554,11 +570,15 @@ START_TEST(test_thr_more_opens_nothing)
              {40, PHASE_DECODE, 0, 33, 32, 33},  {40, PHASE_DECODE, 0, 32, 0, 32},
              {40, PHASE_DECODE, 1, 33, 0, 33},   {41, PHASE_DECODE, 0, 32, 116, 32},
              {42, PHASE_DECODE, 0, 32, 32, 32},  {43, PHASE_DECODE, 0, 32, 7, 32},
-             {44, PHASE_DECODE, 0, 32, 28, 26},  {45, PHASE_DECODE, 0, 32, 7, 24}};
+             {44, PHASE_DECODE, 0, 32, 28, 26},  {45, PHASE_DECODE, 0, 32, 7, 24},
+             {46, PHASE_DECODE, 0, 32, 100, 32}, {47, PHASE_DECODE, 0, 32, 28, 32},
+             {48, PHASE_DECODE, 0, 32, 7, 32},   {49, PHASE_DECODE, 0, 32, 28, 25}};
     for (size_t i = 0; i < sizeof c / sizeof *c; i++) {
-        if ((c[i].shape < WINDOW_FROM) != (_i == 0))
-            continue; /* in two halves: one process loads at most 16 compositions */
-        const policy_ops *p = load_shape(&shapes[c[i].shape]);
+        int part = c[i].shape < WINDOW_FROM ? 0 : c[i].shape < GONE_FROM ? 1 : 2;
+        if (part != _i)
+            continue; /* in three parts: one process loads at most 16 compositions */
+        const shape *sh = &shapes[c[i].shape];
+        const policy_ops *p = load_shape(sh);
         policy_env env = {.n_layers = 2,
                           .n_heads = 8,
                           .n_kv_heads = 4,
@@ -566,7 +586,7 @@ START_TEST(test_thr_more_opens_nothing)
                           .prompt_len = 16,
                           .max_len = 48};
         polfix_inst x;
-        polfix_open(&x, p, "", &env);
+        polfix_open(&x, p, sh->param ? sh->param : "", &env);
         errbuf e = {{0}};
         op_program prg;
         op_program_init(&prg);
@@ -603,11 +623,11 @@ static void same_as_cost_path(const shape *s, const char *pn)
                               "rows", 0, NULL, NULL);
 }
 
-/* In three parts: a run loads at most 16 compositions (each test its own process). */
+/* In four parts: a run loads at most 16 compositions (each test its own process). */
 START_TEST(test_thr_cost_path)
 {
     const char *pn[2] = {"semi2k", "aby3"};
-    int per = (N_SHAPES + 2) / 3, from = _i * per, to = _i == 2 ? N_SHAPES : from + per;
+    int per = (N_SHAPES + 3) / 4, from = _i * per, to = _i == 3 ? N_SHAPES : from + per;
     for (int i = from; i < to; i++) {
         load_shape(&shapes[i]);
         for (int j = 0; j < 2; j++)
@@ -627,7 +647,7 @@ Suite *thrsec_suite(void)
              test_thr_shared_semi2k, test_thr_shared_aby3, test_thr_once_every_semi2k,
              test_thr_once_every_aby3, test_thr_att_semi2k, test_thr_att_aby3, test_thr_check,
              test_thr_opens_nothing, test_thr_window_reach);
-    TH_LOOPS(tc, 3, test_thr_cost_path);
+    TH_LOOPS(tc, 4, test_thr_cost_path);
     TH_LOOPS(tc, 2, test_thr_groups);
     TH_LOOPS(tc, 2, test_thr_att_more);
     TH_LOOPS(tc, 2, test_thr_bounds_every);
@@ -636,6 +656,7 @@ Suite *thrsec_suite(void)
     TH_LOOPS(tc, 2, test_thr_perm);
     TH_LOOPS(tc, 2, test_thr_att_pages);
     TH_LOOPS(tc, 2, test_thr_gone);
-    TH_LOOPS(tc, 2, test_thr_more_opens_nothing);
+    TH_LOOPS(tc, 2, test_thr_gone_frac);
+    TH_LOOPS(tc, 3, test_thr_more_opens_nothing);
     return s;
 }

@@ -696,13 +696,12 @@ static uint32_t window_layer_select(opb *b, uint32_t sc, uint32_t Hkv, uint32_t 
     return oh;
 }
 
-/* A threshold on real operands (compose_thr.c), window votes where they fit. */
+/* A threshold on real operands (compose_thr.c), window votes where they fit. Evicting for good
+ * under a kv_budget fraction too: the budget is then the prompt's (budget above), so the sinks
+ * and the window stay as the prompt set them and an entry dropped as a candidate stays one. */
 static int thr_real(const cstate *s)
 {
-    /* the dropped entries as state: the candidates' first entry fixed (no kv_budget fraction,
-     * under which select() takes an entry back when the sinks grow over it) */
-    return compose_thr_shaped(s->sp) && (s->sp->score != SC_WINDOW || votes_fit(s)) &&
-           !(thr_gone(s) && s->frac > 0);
+    return compose_thr_shaped(s->sp) && (s->sp->score != SC_WINDOW || votes_fit(s));
 }
 
 static int cs_emit_window(cstate *s, int phase, uint32_t layer, uint32_t kv_len, op_program *prog,
