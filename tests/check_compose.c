@@ -389,6 +389,115 @@ START_TEST(test_blocks)
 }
 END_TEST
 
+/* Page bounds evicting for good (sinks 2, a window of 4, the top 8 entries: 2 pages of 4): the
+ * prompt's decision scores the prompt's candidate pages with the prompt's last query, each
+ * page by Σ over the KV group's query heads and channels of max(q·max, q·min) of its keys
+ * (every entry of the page: the sinks' too), and keeps the 2 best pages' candidates (it
+ * crashed: the prompt's decision had no query). Without that query observed, the prefill
+ * fails with a clear error; `validate` replays a threshold's kept sets. */
+START_TEST(test_bounds_permanent)
+{
+    errbuf e;
+    trace *t;
+    ck_assert_msg(trace_open(polfix_recorded_trace(&td), &t, &e) == MS_OK, "%s", e.msg);
+    const trace_shape *sh = trace_get_shape(t);
+    const uint32_t L = sh->n_layers, H = sh->n_heads, Hkv = sh->n_kv_heads, d = sh->head_dim;
+    const uint32_t G = H / Hkv, npg = P_LEN / 4;
+    policy_env env = {L, H, Hkv, d, sh->dim, sh->ffn_dim, P_LEN, T_LEN, NULL, NULL, NULL, 0, NULL};
+    const policy_ops *p = NULL;
+    ck_assert_msg(policy_compose_load(th_file(&td, "bperm.yaml",
+                                              "name: bperm_t\nsinks: 2\nrecent: 4\n"
+                                              "score: page_bounds\ngranularity: {page: 4}\n"
+                                              "evict: permanent\nselect: {topk: 8}\n"),
+                                      &p, &e) == MS_OK,
+                  "%s", e.msg);
+    float *keys = malloc((size_t)L * P_LEN * Hkv * d * sizeof *keys);
+    float *q = malloc((size_t)H * d * sizeof *q);
+    uint8_t *keep = malloc((size_t)Hkv * P_LEN);
+    for (uint32_t pos = 0; pos < P_LEN; pos++)
+        for (uint32_t l = 0; l < L; l++)
+            ck_assert_int_eq(trace_kv(t, l, pos, keys + ((size_t)l * P_LEN + pos) * Hkv * d, NULL),
+                             MS_OK);
+    for (int with_q = 0; with_q < 2; with_q++) {
+        polfix_inst x;
+        polfix_open(&x, p, "", &env);
+        for (uint32_t pos = 0; pos < P_LEN; pos++)
+            for (uint32_t l = 0; l < L; l++) {
+                for (uint32_t i = 0; i < H * d; i++) /* a query of its own per layer */
+                    q[i] = (float)sin(0.37 * i + 1.3 * l + 0.05 * pos);
+                policy_obs o = {.layer = l,
+                                .pos = pos,
+                                .k = keys + ((size_t)l * P_LEN + pos) * Hkv * d,
+                                .q = with_q ? q : NULL};
+                ck_assert_int_eq(p->observe(x.st, &o, &e), MS_OK);
+            }
+        if (!with_q) {
+            ck_assert_int_ne(p->prefill(x.st, &e), MS_OK);
+            ck_assert_msg(strstr(e.msg, "prompt's last query"), "%s", e.msg);
+            p->fini(x.st);
+            continue;
+        }
+        ck_assert_msg(p->prefill(x.st, &e) == MS_OK, "%s", e.msg);
+        uint32_t firsts = 0;
+        for (uint32_t l = 0; l < L; l++) {
+            for (uint32_t i = 0; i < H * d; i++) /* the last prompt query this layer saw */
+                q[i] = (float)sin(0.37 * i + 1.3 * l + 0.05 * (P_LEN - 1));
+            ck_assert_msg(p->select(x.st, l, P_LEN, NULL, keep, &e) == MS_OK, "%s", e.msg);
+            for (uint32_t g = 0; g < Hkv; g++) {
+                float sc[P_LEN / 4];
+                for (uint32_t u = 0; u < npg; u++) {
+                    sc[u] = 0;
+                    for (uint32_t h = g * G; h < (g + 1) * G; h++)
+                        for (uint32_t i = 0; i < d; i++) {
+                            float mx = -INFINITY, mn = INFINITY;
+                            for (uint32_t j = 4 * u; j < 4 * u + 4; j++) {
+                                float kv = keys[(((size_t)l * P_LEN + j) * Hkv + g) * d + i];
+                                mx = kv > mx ? kv : mx;
+                                mn = kv < mn ? kv : mn;
+                            }
+                            float a = q[h * d + i] * mx, b = q[h * d + i] * mn;
+                            sc[u] += a > b ? a : b;
+                        }
+                }
+                /* candidates [2, P − 4): pages 0 to npg − 2; the best two (ties: the earlier) */
+                int b0 = -1, b1 = -1;
+                for (int u = 0; u < (int)npg - 1; u++)
+                    if (b0 < 0 || sc[u] > sc[b0])
+                        b0 = u;
+                for (int u = 0; u < (int)npg - 1; u++)
+                    if (u != b0 && (b1 < 0 || sc[u] > sc[b1]))
+                        b1 = u;
+                firsts += b0 == 0 || b1 == 0;
+                for (uint32_t j = 0; j < P_LEN; j++) {
+                    int want = j < 2 || j >= P_LEN - 4 || (int)j / 4 == b0 || (int)j / 4 == b1;
+                    ck_assert_msg(keep[(size_t)g * P_LEN + j] == want,
+                                  "layer %u head %u: entry %u kept %d, expected %d (pages %d, %d)",
+                                  l, g, j, keep[(size_t)g * P_LEN + j], want, b0, b1);
+                }
+            }
+        }
+        ck_assert_uint_lt(firsts, L * Hkv); /* the query chose, not the positions */
+        p->fini(x.st);
+    }
+    /* a run: validate replays its kept sets (NOTE), a threshold's too */
+    char out[16384];
+    char *thr = strdup(th_file(&td, "bpermt.yaml",
+                               "name: bpermt_t\nsinks: 2\nrecent: 4\nscore: page_bounds\n"
+                               "granularity: {page: 4}\nevict: permanent\n"
+                               "select: {threshold: 0.5}\n"));
+    th_cli_expect(out, sizeof out, 0, "NOTE: bpermt_t has no selection on shares",
+                  "validate --model stories260K -p semi2k --accuracy 12 --prompt 8 --policy '%s' "
+                  "--text '%s'",
+                  thr, th_data_path("tests/data/tinystories_sample.txt"));
+    ck_assert_msg(strstr(out, "equal the prediction: yes"), "%s", out);
+    free(thr);
+    trace_close(t);
+    free(keys);
+    free(q);
+    free(keep);
+}
+END_TEST
+
 /* ---- bad files ---------------------------------------------------------------------------- */
 
 static const th_bad bad_files[] = {
@@ -456,6 +565,6 @@ Suite *compose_suite(void)
     TESTDIR_USE(tc);
     TH_LOOPS(tc, TH_N(blks), test_blocks);
     TH_LOOPS(tc, TH_N(bad_files), test_bad_file);
-    TH_TESTS(tc, test_validate);
+    TH_TESTS(tc, test_validate, test_bounds_permanent);
     return s;
 }

@@ -60,6 +60,8 @@ static void cs_fini(void *st)
     free(s->row);
     free(s->kmax);
     free(s->qmax);
+    free(s->qlast);
+    free(s->qseen);
     free(s->preal);
     free(s->ppub);
     free(s);
@@ -176,6 +178,11 @@ static int cs_init_at(size_t slot, const policy_env *env, const policy_args *a, 
         ok = ok && (s->mx = malloc(nb * sizeof *s->mx)) && (s->mn = malloc(nb * sizeof *s->mn));
         ok = ok && (s->kmax = calloc(v->n_layers + 1, sizeof *s->kmax)) &&
              (s->qmax = calloc(v->n_layers + 1, sizeof *s->qmax));
+        if (sp->permanent)
+            ok = ok &&
+                 (s->qlast = calloc((size_t)v->n_layers * v->n_heads * v->head_dim + 1,
+                                    sizeof *s->qlast)) &&
+                 (s->qseen = calloc(v->n_layers + 1, 1));
     }
     if (sp->when == W_ONCE || sp->permanent || s->every > 1 || compose_att_shaped(sp)) {
         ok = ok && (s->alive = malloc(lgt));
@@ -401,8 +408,12 @@ static unsigned cs_needs(void *st, uint32_t pos)
                    : 0;
     case SC_WINDOW: return pos < P && pos + s->window >= P ? POLICY_NEED_ATT : 0;
     case SC_KEYNORM: return POLICY_NEED_K;
-    case SC_BOUNDS: /* the query of a selecting step (every N: its first and each N-th) */
-        return POLICY_NEED_K | (pos >= P && (pos - P) % s->every == 0 ? POLICY_NEED_Q : 0);
+    case SC_BOUNDS: /* the query of a selecting step (every N: its first and each N-th);
+                     * evicting for good, the prompt's last too (the prompt's decision) */
+        return POLICY_NEED_K |
+               ((pos >= P && (pos - P) % s->every == 0) || (s->sp->permanent && pos + 1 == P)
+                    ? POLICY_NEED_Q
+                    : 0);
     default: return 0;
     }
 }
@@ -472,6 +483,11 @@ static int cs_observe(void *st, const policy_obs *o, errbuf *e)
         default: break;
         }
     }
+    if (s->qlast && pos + 1 == P && o->q && g0 == 0) { /* the prompt's decision's query */
+        size_t hd = (size_t)v->n_heads * d;
+        memcpy(s->qlast + l * hd, o->q, hd * sizeof *s->qlast);
+        s->qseen[l] = 1;
+    }
     /* a permanent eviction: the step's entry joins, the candidates beyond the budget leave */
     if (s->sp->permanent && pos >= P)
         select_alive(s, l, pos + 1, o->q, g0, g1);
@@ -484,9 +500,17 @@ static int cs_prefill(void *st, errbuf *e)
     const policy_env *v = &s->env;
     if (s->sp->when != W_ONCE && !s->sp->permanent)
         return MS_OK;
-    for (uint32_t l = s->dense; l < v->n_layers; l++)
-        if (leader(s, l) == l)
-            select_alive(s, l, v->prompt_len, NULL, 0, v->n_kv_heads);
+    size_t hd = (size_t)v->n_heads * v->head_dim;
+    for (uint32_t l = s->dense; l < v->n_layers; l++) {
+        if (leader(s, l) != l)
+            continue;
+        if (s->qlast && !s->qseen[l]) /* page bounds score the prompt's pages with a query */
+            return err_set(e, MS_ERR_INPUT,
+                           "policy %s: page_bounds evicting for good scores the prompt's pages "
+                           "with the prompt's last query, which layer %u did not observe",
+                           s->sl->name, l);
+        select_alive(s, l, v->prompt_len, s->qlast ? s->qlast + l * hd : NULL, 0, v->n_kv_heads);
+    }
     return MS_OK;
 }
 

@@ -31,6 +31,8 @@ typedef struct cstate {
     uint32_t *cand, *sel, *work;
     uint8_t *row;
     float *kmax, *qmax; /* [L] page bounds: the largest |key| seen, |query| of the step */
+    float *qlast;       /* [L][H·d] page bounds evicting for good: the prompt's last query */
+    uint8_t *qseen;     /* [L] whether it was observed */
     int8_t *preal;      /* [L] compose_pages_real's verdict, -1 before the first */
     int8_t *ppub;       /* [L] compose.c public_layer's verdict, -1 before the first */
 } cstate;
