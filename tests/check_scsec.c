@@ -1030,6 +1030,21 @@ START_TEST(test_scsec_window_reach_cost_path)
 }
 END_TEST
 
+/* Attention once after the prompt, top-k (accumulated per KV head; the newest row one per
+ * layer beside sinks; a pyramid): the cost path named no selection before (cost declared). */
+START_TEST(test_scsec_att_once_cost_path)
+{
+    static const char *const yaml[3] = {
+        "name: ato_s\nrecent: 4\nwhen: once\nscore: attention\nselect: {topk: 6}\n",
+        "name: atol_s\nsinks: 2\nwhen: once\nshare: layer\n"
+        "score: {attention: {accumulate: false}}\nselect: {topk: 5}\n",
+        "name: atop_s\nrecent: 4\nwhen: once\nscore: attention\n"
+        "select: {topk: {capacity: 12}}\nlayers: {pyramid: {beta: 4}}\n"};
+    const char *file[3] = {"ato_s.yaml", "atol_s.yaml", "atop_s.yaml"};
+    composed_cost_paths(3, yaml, file, NULL);
+}
+END_TEST
+
 Suite *scsec_suite(void)
 {
     Suite *s = suite_create("scsec");
@@ -1045,6 +1060,7 @@ Suite *scsec_suite(void)
              test_scsec_shared_cost_path, test_scsec_pages_carried_cost_path,
              test_scsec_knperm_cost_path, test_scsec_pages_once_partial_cost_path,
              test_scsec_no_topk_cost_path, test_scsec_shared_layers_cost_path,
-             test_scsec_shared_once_cost_path, test_scsec_window_reach_cost_path);
+             test_scsec_shared_once_cost_path, test_scsec_window_reach_cost_path,
+             test_scsec_att_once_cost_path);
     return s;
 }

@@ -133,6 +133,23 @@ static const char *const wvr_yaml[3] = {
 static const char *const wvr_file[3] = {"wvr.yaml", "wvrl.yaml", "wvrg.yaml"};
 static const char *const wvr_name[3] = {"wvr_t", "wvrl_t", "wvrg_t"};
 
+/* Attention once after the prompt, top-k (snapkv's top-k over the column sums of the prompt
+ * attention, every query voting, unpooled): accumulated per KV head beside a window of 4, the top
+ * 6; the newest row one per layer beside 2 sinks, no window, the top 5; accumulated beside 2
+ * sinks and a window of 3 over a dense first layer, shared by pairs of layers, the top 6; a
+ * pyramid of capacity 12 (its bottom layers keep every candidate). Replayed before (NOTE,
+ * "cost declared"). */
+static const char *const ato_yaml[4] = {
+    "name: ato_t\nrecent: 4\nwhen: once\nscore: attention\nselect: {topk: 6}\n",
+    "name: atol_t\nsinks: 2\nwhen: once\nshare: layer\n"
+    "score: {attention: {accumulate: false}}\nselect: {topk: 5}\n",
+    "name: atog_t\nsinks: 2\nrecent: 3\nwhen: once\nscore: attention\nlayers: {dense: 1}\n"
+    "share: {heads: kv_head, layers: 2}\nselect: {topk: 6}\n",
+    "name: atop_t\nrecent: 4\nwhen: once\nscore: attention\n"
+    "select: {topk: {capacity: 12}}\nlayers: {pyramid: {beta: 4}}\n"};
+static const char *const ato_file[4] = {"ato.yaml", "atol.yaml", "atog.yaml", "atop.yaml"};
+static const char *const ato_name[4] = {"ato_t", "atol_t", "atog_t", "atop_t"};
+
 /* A key-norm composition on shares: 5 layers x 4 KV heads x 8 steps = 160 masks, each choosing
  * 6, equal to its select() over the session's keys, every op as predicted (each kept the
  * replay's kept sets with a NOTE: "has no selection on shares"). */
@@ -335,6 +352,29 @@ START_TEST(test_window_reach_check)
 }
 END_TEST
 
+START_TEST(test_att_once)
+{
+    static const char *const proto[] = {"semi2k", "aby3"};
+    for (int i = 0; i < 4; i++)
+        kncomp_on(proto[_i], ato_file[i], ato_yaml[i], ato_name[i]);
+}
+END_TEST
+
+/* The same with policy check (with a dense layer, or a pyramid whose bottom layer keeps every
+ * candidate: 512 of the 640 masks chosen by its ops, that layer's keep every entry). */
+START_TEST(test_att_once_check)
+{
+    char out[1 << 13], want[80];
+    for (int i = 0; i < 4; i++) {
+        char *yaml = strdup(th_file(&td, ato_file[i], ato_yaml[i]));
+        snprintf(want, sizeof want, "%s: match", ato_name[i]);
+        th_cli_expect(out, sizeof out, 0, want, "policy check '%s' --prompt 16", yaml);
+        ck_assert_uint_eq(th_chosen(out), i >= 2 ? 512 : 640);
+        free(yaml);
+    }
+}
+END_TEST
+
 START_TEST(test_window_layer_check)
 {
     kncomp_check("wv_sl.yaml", wv_sl_yaml, "wv_sl_t");
@@ -429,9 +469,10 @@ Suite *secsel_suite(void)
              test_shared_once_aby3, test_shared_once_check, test_shared_every_semi2k,
              test_shared_every_aby3, test_shared_every_check, test_shared_window_semi2k,
              test_shared_window_aby3, test_shared_window_check, test_shared_layer_heads_check,
-             test_window_layer_check, test_window_reach_check);
+             test_window_layer_check, test_window_reach_check, test_att_once_check);
     TH_LOOPS(tc, 2, test_shared_layer_heads);
     TH_LOOPS(tc, 2, test_window_layer);
     TH_LOOPS(tc, 2, test_window_reach);
+    TH_LOOPS(tc, 2, test_att_once);
     return s;
 }

@@ -689,12 +689,16 @@ static int votes_fit(const cstate *s) { return s->window < s->env.prompt_len; }
  * are zeros beside the voted ones, pooled with them. Per KV head or one per layer
  * (window_layer_select), on tokens; a layer that keeps none (k = 0: a pyramid's top layers)
  * names no rows. Shared across layers, a later layer of
- * a group gathers its own prompt rows by its first layer's one-hot rows (compose_shlay.c). */
+ * a group gathers its own prompt rows by its first layer's one-hot rows (compose_shlay.c).
+ * Attention once after the prompt is the same program with every prompt query voting (the
+ * newest row: the last one alone), unpooled: select()'s scores are the column sums of the
+ * prompt attention it observed (cs_observe), each KV head's query heads summed. */
 static int window_real(const cstate *s)
 {
     const cspec *sp = s->sp;
-    return sp->score == SC_WINDOW && sp->sel == K_TOPK && sp->when == W_ONCE && !sp->permanent &&
-           s->page == 1 && votes_fit(s);
+    return (sp->score == SC_WINDOW || sp->score == SC_ATT) && sp->sel == K_TOPK &&
+           sp->when == W_ONCE && !sp->permanent && s->page == 1 &&
+           (sp->score == SC_ATT || votes_fit(s));
 }
 
 /* One selection per layer (`share: layer`) of the window votes sc (Hkv, 1, c1) at the prompt: the
@@ -736,23 +740,31 @@ static int cs_emit_window(cstate *s, int phase, uint32_t layer, uint32_t kv_len,
              lead = leader(s, layer);
     budget(s, lead, P, &sinks, &recent, &k);
     cand_range(P, sinks, recent, &c0, &c1);
-    if (k >= c1 - c0)
-        return MS_OK; /* every candidate kept: no selection */
+    /* the voting queries: the window's, or attention's every prompt query (the newest row: the
+     * last), unpooled */
+    int att = s->sp->score == SC_ATT;
+    uint32_t w = !att ? s->window : s->sp->att_last ? 1 : P, K = att ? 1 : s->kernel;
+    uint32_t nv = att || P - w >= c1 ? c1 : P - w; /* the entries voted for */
     opb b;
     opb_init(&b, prog, phase, (int)layer, OPC_POLICY, NULL);
+    if (k >= c1 - c0) { /* every candidate kept: no selection; the prompt attention its select()
+                         * observes named (no op) for the audit to replay it */
+        if (phase == PHASE_PREFILL && lead == layer && c1 > 0)
+            pcheck_input(&b, PCHECK_IN_PROMPT_ATT, v->n_heads, w, nv);
+        return policy_emit_done(&b, s->sl->name, e);
+    }
     /* shared per layer: a score sums every query head's votes */
-    double tol = snap_votes_tol(s->window, s->sp->share_all ? v->n_heads : s->G, s->kernel,
-                                s->maxpool, pcheck_frac_bits());
+    double tol =
+        snap_votes_tol(w, s->sp->share_all ? v->n_heads : s->G, K, s->maxpool, pcheck_frac_bits());
     if (lead != layer) { /* its own rows by its leader's one-hot rows (compose_shlay.c) */
         compose_follow_once(&b, phase, lead, Hkv, 2 * v->head_dim, kv_len, c0, c1, k, tol);
         return policy_emit_done(&b, s->sl->name, e);
     }
     uint32_t sc = OP_NONE; /* the votes where a top-k reads them (as snapkv_emit) */
-    uint32_t nv = P - s->window < c1 ? P - s->window : c1; /* the entries voted for */
     if (phase == PHASE_PREFILL && k > 0)
-        sc = snap_votes_emit(&b, v->n_heads, s->window, c1, nv, s->kernel, s->maxpool, Hkv);
+        sc = snap_votes_emit(&b, v->n_heads, w, c1, nv, K, s->maxpool, Hkv);
     else if (phase == PHASE_PREFILL)
-        pcheck_input(&b, PCHECK_IN_PROMPT_ATT, v->n_heads, s->window, nv);
+        pcheck_input(&b, PCHECK_IN_PROMPT_ATT, v->n_heads, w, nv);
     uint32_t oh =
         sc != OP_NONE && s->sp->share_all
             ? window_layer_select(&b, sc, Hkv, 2 * v->head_dim, kv_len, c0, c1, k)
