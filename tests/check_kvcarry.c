@@ -230,6 +230,54 @@ START_TEST(test_no_topk_public)
 }
 END_TEST
 
+/* Evicting for good with no top-k left (`kv_budget: {recent: rest}`: the window what the sinks
+ * leave of round(F·P) entries, k = 0 at every step): select() keeps the sinks and the window of
+ * its alive set, public positions, named by each decode step with no score; per KV head, and one
+ * per layer over a dense first layer. At kv_budget 0.5 of a 16-entry prompt (2 sinks, a window
+ * of 6) each costs what 2 sinks and a window of 6 alone cost. Replayed before (NOTE, "cost
+ * declared"). */
+static const char *const nokp_yaml[2] = {
+    "name: nokp_t\nsinks: 2\nrecent: 4\nscore: key_norm\nevict: permanent\n"
+    "kv_budget: {recent: rest}\nselect: {topk: 6}\n",
+    "name: nokpl_t\nsinks: 2\nrecent: 4\nscore: key_norm\nevict: permanent\nshare: layer\n"
+    "layers: {dense: 1}\nkv_budget: {recent: rest}\nselect: {topk: 6}\n"};
+static const char *const nokp_name[2] = {"nokp_t", "nokpl_t"};
+
+START_TEST(test_no_topk_permanent)
+{
+    static const char *const pn[] = {"semi2k", "aby3"};
+    char out[1 << 14], f[32], want[80], own[96];
+    unsigned long long v[4], w[4];
+    unsigned steps;
+    char *sw = strdup(th_file(&td, "sw6.yaml", "name: sw6_t\nsinks: 2\nrecent: 6\n"));
+    th_cli_expect(out, sizeof out, 0, "prediction: yes",
+                  "validate --model stories260K -p %s --accuracy 24 --prompt 16 --policy '%s'",
+                  pn[_i], sw);
+    th_measured_nums(out, w, &steps);
+    for (int i = 0; i < 2; i++) {
+        snprintf(f, sizeof f, "nokp%d.yaml", i);
+        char *yaml = strdup(th_file(&td, f, nokp_yaml[i]));
+        th_cli_expect(out, sizeof out, 0, "prediction: yes",
+                      "validate --model stories260K -p %s --accuracy 24 --prompt 16 --policy '%s' "
+                      "--policy-param kv_budget=0.5",
+                      pn[_i], yaml);
+        ck_assert_msg(!strstr(out, "has no selection on shares"), "%s", out);
+        snprintf(own, sizeof own, "selection on shares from %s's own emitted ops", nokp_name[i]);
+        ck_assert_msg(strstr(out, own), "%s", out);
+        th_own_select(out, 160);
+        th_measured_nums(out, v, &steps);
+        ck_assert_msg(v[2] == w[2] && v[3] == w[3], "decode %llu B / %llu rounds, %llu / %llu",
+                      v[2], v[3], w[2], w[3]);
+        snprintf(want, sizeof want, "%s: match", nokp_name[i]);
+        th_cli_expect(out, sizeof out, 0, want,
+                      "policy check '%s' --prompt 16 --param kv_budget=0.5", yaml);
+        ck_assert_uint_eq(th_chosen(out), 640);
+        free(yaml);
+    }
+    free(sw);
+}
+END_TEST
+
 Suite *kvcarry_suite(void)
 {
     Suite *s = suite_create("kvcarry");
@@ -241,5 +289,6 @@ Suite *kvcarry_suite(void)
              test_knperms_aby3, test_knpermsh_semi2k, test_knpermsh_aby3, test_knperm_check);
     TH_LOOPS(tc, 2, test_pgonce_partial_prompt);
     TH_LOOPS(tc, 2, test_no_topk_public);
+    TH_LOOPS(tc, 2, test_no_topk_permanent);
     return s;
 }

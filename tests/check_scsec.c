@@ -925,16 +925,21 @@ START_TEST(test_scsec_pages_once_partial_cost_path)
 END_TEST
 
 /* A page top-k below one page (k = 0 pages: the sinks and the window public), at every step by
- * key norms and every 3 steps by page bounds. */
+ * key norms and every 3 steps by page bounds; key norms evicting for good with no top-k left
+ * (`kv_budget: {recent: rest}` at 0.5). */
 START_TEST(test_scsec_no_topk_cost_path)
 {
-    static const char *const yaml[2] = {"name: nok_blocks\nsinks: 2\nrecent: 4\nscore: key_norm\n"
+    static const char *const yaml[3] = {"name: nok_blocks\nsinks: 2\nrecent: 4\nscore: key_norm\n"
                                         "granularity: {page: 4}\nselect: {topk: 1}\n",
                                         "name: nokbe_blocks\nsinks: 2\nrecent: 4\n"
                                         "score: page_bounds\ngranularity: {page: 4}\n"
-                                        "when: {every: 3}\nselect: {topk: 2}\n"};
-    const char *file[2] = {"nok.yaml", "nokbe.yaml"};
-    composed_cost_paths(2, yaml, file, NULL);
+                                        "when: {every: 3}\nselect: {topk: 2}\n",
+                                        "name: nokp_blocks\nsinks: 2\nrecent: 4\n"
+                                        "score: key_norm\nevict: permanent\n"
+                                        "kv_budget: {recent: rest}\nselect: {topk: 6}\n"};
+    const char *file[3] = {"nok.yaml", "nokbe.yaml", "nokp.yaml"};
+    const char *param[3] = {NULL, NULL, "kv_budget=0.5"};
+    composed_cost_paths(3, yaml, file, param);
 }
 END_TEST
 

@@ -817,8 +817,12 @@ static int cs_adopt(void *st, uint32_t layer, uint32_t pos, uint32_t stage, cons
 static int public_layer(cstate *s, uint32_t layer)
 {
     const cspec *sp = s->sp;
-    if (sp->sel != K_TOPK || sp->permanent || sp->cluster || sp->score == SC_WINDOW)
-        return 0; /* window votes keeping none: snapkv's ops name no rows (cs_emit_window) */
+    /* window votes keeping none: snapkv's ops name no rows (cs_emit_window); evicting for good
+     * with no top-k, the sinks and the window are what select() keeps of its alive set too,
+     * but H2O's and TOVA's shapes run their sessions */
+    if (sp->sel != K_TOPK || sp->cluster || sp->score == SC_WINDOW ||
+        (sp->permanent && (compose_h2o_shaped(sp) || compose_tova_shaped(sp))))
+        return 0;
     if (s->ppub[layer] >= 0) /* every step asks: the counts are the run's */
         return s->ppub[layer];
     uint32_t sinks, recent, k;
