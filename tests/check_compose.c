@@ -498,6 +498,59 @@ START_TEST(test_bounds_permanent)
 }
 END_TEST
 
+/* Random scores evicting for good (2 sinks, a window of 4, the top 6: a 12-entry cache) observe
+ * nothing, so their evictions are made when a step selects: every decode step keeps 12 of its
+ * cached entries, each kept one of the step before or the entry it added, none returning once
+ * dropped (before, the prompt's selection was the only one: the cache grew by an entry a step).
+ * Under `kv_budget: {recent: rest}` (k = 0) `policy check` matches: the sinks and the window. */
+START_TEST(test_random_permanent)
+{
+    errbuf e;
+    const uint32_t L = 2, Hkv = 2, T = 30, P = 16;
+    policy_env env = {L, 4, Hkv, 8, 32, 64, P, T, NULL, NULL, NULL, 0, NULL};
+    const policy_ops *p = NULL;
+    ck_assert_msg(policy_compose_load(th_file(&td, "rndperm.yaml",
+                                              "name: rndperm_t\nsinks: 2\nrecent: 4\n"
+                                              "score: {random: {seed: 3}}\nevict: permanent\n"
+                                              "select: {topk: 6}\n"),
+                                      &p, &e) == MS_OK,
+                  "%s", e.msg);
+    ck_assert_ptr_null(p->observe);
+    polfix_inst x;
+    polfix_open(&x, p, "", &env);
+    ck_assert_int_eq(p->prefill(x.st, &e), MS_OK);
+    uint8_t keep[2 * 30], prev[2 * 30];
+    for (uint32_t pos = P; pos < T; pos++)
+        for (uint32_t l = 0; l < L; l++) {
+            ck_assert_msg(p->select(x.st, l, pos, NULL, keep, &e) == MS_OK, "%s", e.msg);
+            for (uint32_t g = 0; g < Hkv; g++) {
+                const uint8_t *row = keep + (size_t)g * pos;
+                uint32_t n = 0;
+                for (uint32_t j = 0; j < pos; j++) {
+                    n += row[j];
+                    if (j < 2 || j + 4 >= pos) /* the sinks and the window */
+                        ck_assert(row[j]);
+                    if (pos > P && l == 1 && j + 1 < pos && row[j]) /* kept before */
+                        ck_assert_msg(prev[(size_t)g * (pos - 1) + j],
+                                      "head %u, step %u: entry %u returned", g, pos, j);
+                }
+                ck_assert_msg(n == 12, "layer %u head %u, step %u: %u kept", l, g, pos, n);
+            }
+            if (l == 1)
+                memcpy(prev, keep, (size_t)Hkv * pos);
+        }
+    p->fini(x.st);
+    char out[8192];
+    char *rest = strdup(th_file(&td, "rndrest.yaml",
+                                "name: rndrest_t\nsinks: 2\nrecent: 4\n"
+                                "score: {random: {seed: 3}}\nevict: permanent\n"
+                                "kv_budget: {recent: rest}\nselect: {topk: 6}\n"));
+    th_cli_expect(out, sizeof out, 0, "rndrest_t: match",
+                  "policy check '%s' --prompt 16 --param kv_budget=0.5", rest);
+    free(rest);
+}
+END_TEST
+
 /* ---- bad files ---------------------------------------------------------------------------- */
 
 static const th_bad bad_files[] = {
@@ -565,6 +618,6 @@ Suite *compose_suite(void)
     TESTDIR_USE(tc);
     TH_LOOPS(tc, TH_N(blks), test_blocks);
     TH_LOOPS(tc, TH_N(bad_files), test_bad_file);
-    TH_TESTS(tc, test_validate, test_bounds_permanent);
+    TH_TESTS(tc, test_validate, test_bounds_permanent, test_random_permanent);
     return s;
 }

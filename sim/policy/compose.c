@@ -566,6 +566,13 @@ static int cs_select(void *st, uint32_t layer, uint32_t pos, const float *q, uin
         }
         return MS_OK;
     }
+    /* random scores evicting for good observe nothing: the evictions of the steps before
+     * (cs_observe's at T = P + 1 … pos cached entries) are made here, in order */
+    for (uint32_t t = s->sel_at[layer] > P ? s->sel_at[layer] + 1 : P + 1;
+         s->sp->permanent && s->sp->score == SC_RANDOM && t <= pos; t++) {
+        select_alive(s, layer, t, NULL, 0, Hkv);
+        s->sel_at[layer] = t;
+    }
     /* the kept set of the last selection, and every entry cached after it */
     uint32_t upto = s->sp->when == W_ONCE ? P : s->sp->permanent ? pos : s->sel_at[layer];
     upto = upto < pos ? upto : pos;
