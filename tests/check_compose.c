@@ -502,7 +502,9 @@ END_TEST
  * nothing, so their evictions are made when a step selects: every decode step keeps 12 of its
  * cached entries, each kept one of the step before or the entry it added, none returning once
  * dropped (before, the prompt's selection was the only one: the cache grew by an entry a step).
- * Under `kv_budget: {recent: rest}` (k = 0) `policy check` matches: the sinks and the window. */
+ * Its kept set is a public function of positions: `policy check` has nothing to check (it said
+ * "cost declared", and under `kv_budget: {recent: rest}` its sinks and window differed from the
+ * old select(): "MISMATCH"), as `validate` lays it out by public indices. */
 START_TEST(test_random_permanent)
 {
     errbuf e;
@@ -545,9 +547,15 @@ START_TEST(test_random_permanent)
                                 "name: rndrest_t\nsinks: 2\nrecent: 4\n"
                                 "score: {random: {seed: 3}}\nevict: permanent\n"
                                 "kv_budget: {recent: rest}\nselect: {topk: 6}\n"));
-    th_cli_expect(out, sizeof out, 0, "rndrest_t: match",
+    th_cli_expect(out, sizeof out, 0,
+                  "rndrest_t: nothing to check (its kept set is a public "
+                  "function of positions; it observes nothing)",
                   "policy check '%s' --prompt 16 --param kv_budget=0.5", rest);
     free(rest);
+    char *own = strdup(testdir_path(&td, "rndperm.yaml"));
+    th_cli_expect(out, sizeof out, 0, "rndperm_t: nothing to check",
+                  "policy check '%s' --prompt 16", own);
+    free(own);
 }
 END_TEST
 

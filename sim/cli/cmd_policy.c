@@ -43,8 +43,8 @@ static void policy_usage(FILE *f, const cli_cmd *c)
                "names its selection (plug-in ABI 1.1: api->input, api->selection;\n"
                "sim/policy/POLICIES.md \"Cost checked or declared\"); otherwise its cost stays\n"
                "declared and the check says what it could not compare. A policy whose kept set\n"
-               "is a public function of positions (no observation, no ops) has nothing to\n"
-               "check.\n\n"
+               "is a public function of positions (it observes nothing: streamingllm, random\n"
+               "scores) has nothing to check.\n\n"
                "Prints, per policy, \"match\", \"MISMATCH\" with the first differing entry\n"
                "located, \"cost declared\" with the reason, or \"not checked here\" for a\n"
                "policy whose selection `validate --policy` checks on shares. Exit status: 0\n"
@@ -72,10 +72,9 @@ static int check_one(const policy_ops *p, const policy_args *a, const char *labe
     char name[600];
     snprintf(name, sizeof name, "%s%s%s%s", label, plug ? " (plug-in " : "", plug ? plug : "",
              plug ? ")" : "");
-    if (!p->observe && !p->emit_cost) {
-        printf("%s: nothing to check (its kept set is a public function of positions; it emits "
-               "no ops)\n",
-               name);
+    if (!p->observe) { /* as validate lays it out: by public indices (secinf_spol_of) */
+        printf("%s: nothing to check (its kept set is a public function of positions; it %s)\n",
+               name, p->emit_cost ? "observes nothing" : "emits no ops");
         return 0;
     }
     pcheck_result r;
